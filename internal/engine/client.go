@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+// ErrUnreachable reports that the Docker daemon did not answer.
+var ErrUnreachable = errors.New("Docker is not reachable")
+
+// teardownTimeout bounds every best-effort cleanup call.
+const teardownTimeout = 15 * time.Second
+
+// Client wraps the Docker API client with the calls pybox needs.
+type Client struct {
+	api *client.Client
+	log *slog.Logger
+}
+
+// New connects to the daemon named by the environment (DOCKER_HOST and
+// friends) with API version negotiation. It does not contact the daemon.
+func New(log *slog.Logger) (*Client, error) {
+	api, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{api: api, log: log}, nil
+}
+
+// Close releases the client's connections.
+func (c *Client) Close() error { return c.api.Close() }
+
+// Version describes the daemon.
+type Version struct {
+	Server     string   // engine version, e.g. 20.10.24
+	APIVersion string   // negotiated API version
+	Runtimes   []string // OCI runtimes the daemon knows (runc, crun, runsc, ...)
+}
+
+// Ping checks that the daemon answers and returns its version and runtimes.
+func (c *Client) Ping(ctx context.Context) (Version, error) {
+	if _, err := c.api.Ping(ctx); err != nil {
+		return Version{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	sv, err := c.api.ServerVersion(ctx)
+	if err != nil {
+		return Version{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	v := Version{Server: sv.Version, APIVersion: c.api.ClientVersion()}
+	info, err := c.api.Info(ctx)
+	if err != nil {
+		return v, fmt.Errorf("daemon info: %w", err)
+	}
+	for name := range info.Runtimes {
+		v.Runtimes = append(v.Runtimes, name)
+	}
+	slices.Sort(v.Runtimes)
+	return v, nil
+}
+
+// Summary is one container found by List.
+type Summary struct {
+	ID     string
+	Name   string
+	State  string
+	Labels map[string]string
+}
+
+// List returns every container (running or not) carrying all the labels.
+func (c *Client) List(ctx context.Context, labels map[string]string) ([]Summary, error) {
+	list, err := c.api.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	out := make([]Summary, 0, len(list))
+	for _, s := range list {
+		name := ""
+		if len(s.Names) > 0 {
+			name = s.Names[0]
+		}
+		out = append(out, Summary{ID: s.ID, Name: name, State: s.State, Labels: s.Labels})
+	}
+	return out, nil
+}
+
+// Remove force-removes a container. A container that is already gone counts
+// as removed. It runs on a detached context so a cancelled caller cannot leak.
+func (c *Client) Remove(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("remove container %s: %w", short(id), err)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL. A container that is gone or already stopped is fine.
+func (c *Client) Kill(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	err := c.api.ContainerKill(ctx, id, "SIGKILL")
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		return fmt.Errorf("kill container %s: %w", short(id), err)
+	}
+	return nil
+}
+
+// IsNotFound reports whether err means the object does not exist.
+func IsNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+func labelFilter(labels map[string]string) filters.Args {
+	args := filters.NewArgs()
+	for k, v := range labels {
+		args.Add("label", k+"="+v)
+	}
+	return args
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// Spec describes one container run from creation to removal.
+type Spec struct {
+	Name   string
+	Config *container.Config
+	Host   *container.HostConfig
+	// Stdin, when non-nil, is attached and copied to the program, then closed.
+	// When nil the program's stdin is /dev/null, so input() fails at once.
+	Stdin io.Reader
+	// Stdout and Stderr receive the program's streams (nil discards). They
+	// should be capped writers: Run copies whatever the program writes.
+	Stdout, Stderr io.Writer
+	// Timeout is the wall-clock limit after start; zero means none.
+	Timeout time.Duration
+	// OnExit, when set, runs after the program exited and before removal,
+	// with the exit status (used to commit an install container).
+	OnExit func(ctx context.Context, id string, exit Exit) error
+}
+
+// Exit is how a run ended.
+type Exit struct {
+	Code      int
+	TimedOut  bool // killed at the deadline
+	OOMKilled bool // killed by the kernel's OOM killer
+	Cancelled bool // killed because the caller's context ended
+	Duration  time.Duration
+}
+
+// Run executes spec in a fresh container and always removes it.
+// A program that fails is an Exit, not an error; errors are infrastructure
+// failures (daemon down, image missing, start refused). When ctx ends the
+// container is killed at once and Run returns the Exit with Cancelled set
+// together with ctx's error.
+func (c *Client) Run(ctx context.Context, spec Spec) (exit Exit, err error) {
+	created, err := c.api.ContainerCreate(ctx, spec.Config, spec.Host, nil, nil, spec.Name)
+	if err != nil {
+		return Exit{}, fmt.Errorf("create container: %w", err)
+	}
+	id := created.ID
+	defer func() {
+		if rerr := c.Remove(ctx, id); rerr != nil {
+			c.log.Error("container not removed", "container_id", short(id), "err", rerr)
+		}
+	}()
+	return c.runCreated(ctx, id, spec)
+}
+
+func (c *Client) runCreated(ctx context.Context, id string, spec Spec) (Exit, error) {
+	// The stream and the wait must outlive ctx: on cancellation we still kill,
+	// collect the exit, and let the copy finish.
+	bg := context.WithoutCancel(ctx)
+	hj, err := c.api.ContainerAttach(ctx, id, container.AttachOptions{
+		Stream: true, Stdin: spec.Stdin != nil, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return Exit{}, fmt.Errorf("attach container: %w", err)
+	}
+	defer hj.Close()
+	waitC, waitErrC := c.api.ContainerWait(bg, id, container.WaitConditionNextExit)
+	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return Exit{}, fmt.Errorf("start container: %w", err)
+	}
+	started := time.Now()
+	if spec.Stdin != nil {
+		go feed(hj.Conn, spec.Stdin, hj.CloseWrite)
+	}
+	copyDone := make(chan struct{})
+	go func() {
+		defer close(copyDone)
+		// The copy ends when the container's streams close; its error only
+		// means the connection broke, which the wait below reports better.
+		_, _ = stdcopy.StdCopy(orDiscard(spec.Stdout), orDiscard(spec.Stderr), hj.Reader)
+	}()
+
+	exit, err := c.await(ctx, id, spec.Timeout, waitC, waitErrC)
+	exit.Duration = time.Since(started)
+	if err != nil && !exit.Cancelled {
+		return exit, err
+	}
+	select {
+	case <-copyDone:
+	case <-time.After(5 * time.Second):
+		c.log.Warn("output stream did not close after exit", "container_id", short(id))
+		hj.Close()
+		<-copyDone
+	}
+	if exit.Code == 137 && !exit.TimedOut && !exit.Cancelled {
+		exit.OOMKilled = c.oomKilled(bg, id)
+	}
+	if spec.OnExit != nil && !exit.Cancelled {
+		if err := spec.OnExit(ctx, id, exit); err != nil {
+			return exit, err
+		}
+	}
+	return exit, err
+}
+
+// await waits for the exit, killing the container at the deadline or when
+// ctx ends.
+func (c *Client) await(ctx context.Context, id string, timeout time.Duration,
+	waitC <-chan container.WaitResponse, waitErrC <-chan error) (Exit, error) {
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var exit Exit
+	select {
+	case w := <-waitC:
+		return Exit{Code: int(w.StatusCode)}, waitError(w)
+	case err := <-waitErrC:
+		return exit, fmt.Errorf("wait for container: %w", err)
+	case <-deadline:
+		exit.TimedOut = true
+	case <-ctx.Done():
+		exit.Cancelled = true
+	}
+	if err := c.Kill(ctx, id); err != nil {
+		return exit, err
+	}
+	select {
+	case w := <-waitC:
+		exit.Code = int(w.StatusCode)
+	case err := <-waitErrC:
+		return exit, fmt.Errorf("wait for killed container: %w", err)
+	case <-time.After(teardownTimeout):
+		return exit, fmt.Errorf("container %s did not stop after SIGKILL", short(id))
+	}
+	if exit.Cancelled {
+		return exit, context.Cause(ctx)
+	}
+	return exit, nil
+}
+
+func waitError(w container.WaitResponse) error {
+	if w.Error != nil && w.Error.Message != "" {
+		return fmt.Errorf("wait for container: %s", w.Error.Message)
+	}
+	return nil
+}
+
+func (c *Client) oomKilled(ctx context.Context, id string) bool {
+	ins, err := c.api.ContainerInspect(ctx, id)
+	if err != nil {
+		c.log.Warn("inspect after exit", "container_id", short(id), "err", err)
+		return false
+	}
+	return ins.State != nil && ins.State.OOMKilled
+}
+
+// feed copies stdin to the container, then half-closes so it sees EOF.
+func feed(w io.Writer, r io.Reader, closeWrite func() error) {
+	// Write errors mean the program exited without reading all its input,
+	// which is the program's business; EOF is sent either way.
+	_, _ = io.Copy(w, r)
+	_ = closeWrite()
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
