@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/go-units"
+
+	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/sandbox"
+	"github.com/pybox-dev/pybox/tools"
+)
+
+// config is every setting, from flags and environment variables (flags win).
+type config struct {
+	StorageDir    string
+	Image         string
+	Variant       string
+	Runtime       string
+	Timeout       time.Duration
+	MaxTimeout    time.Duration
+	Memory        string
+	CPUs          float64
+	Pids          int64
+	OutputLimit   string
+	MaxConcurrent int
+	QueueWait     time.Duration
+	MaxCodeBytes  string
+	LogLevel      string
+	Mirror        string
+	Build         string
+}
+
+// setting ties a flag to its environment variable.
+type setting struct {
+	flag, env, usage string
+	bind         func(fs *flag.FlagSet, name, usage string)
+}
+
+func (c *config) settings() []setting {
+	str := func(p *string, def string) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, n, u string) { fs.StringVar(p, n, def, u) }
+	}
+	dur := func(p *time.Duration, def time.Duration) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, n, u string) { fs.DurationVar(p, n, def, u) }
+	}
+	return []setting{
+		{"code-storage-dir", "CODE_STORAGE_DIR", "directory for code files, mounted at /workspace", str(&c.StorageDir, defaultStorageDir())},
+		{"image", "PYBOX_IMAGE", "runtime image (default pybox-runtime:<variant>)", str(&c.Image, "")},
+		{"variant", "PYBOX_VARIANT", "runtime image variant: base or datascience", str(&c.Variant, "base")},
+		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc); default the daemon's", str(&c.Runtime, "")},
+		{"timeout", "PYBOX_TIMEOUT", "default wall-clock limit per run", dur(&c.Timeout, sandbox.DefaultTimeout)},
+		{"max-timeout", "PYBOX_MAX_TIMEOUT", "largest timeout a call may ask for", dur(&c.MaxTimeout, tools.DefaultMaxTimeout)},
+		{"memory", "PYBOX_MEMORY", "memory per run, no extra swap (e.g. 512m, 1g)", str(&c.Memory, "512m")},
+		{"cpus", "PYBOX_CPUS", "CPU quota per run in cores", func(fs *flag.FlagSet, n, u string) { fs.Float64Var(&c.CPUs, n, sandbox.DefaultCPUs, u) }},
+		{"pids", "PYBOX_PIDS", "processes and threads per run", func(fs *flag.FlagSet, n, u string) { fs.Int64Var(&c.Pids, n, sandbox.DefaultPids, u) }},
+		{"output-limit", "PYBOX_OUTPUT_LIMIT", "cap per output stream (e.g. 1m)", str(&c.OutputLimit, "1m")},
+		{"max-concurrent", "PYBOX_MAX_CONCURRENT", "programs running at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxConcurrent, n, 4, u) }},
+		{"queue-wait", "PYBOX_QUEUE_WAIT", "how long a run waits for a free slot before a busy error", dur(&c.QueueWait, 30*time.Second)},
+		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},
+		{"log-level", "PYBOX_LOG_LEVEL", "log level on stderr: debug, info, warn, error", str(&c.LogLevel, "info")},
+		{"debian-mirror", "PYBOX_DEBIAN_MIRROR", "Debian mirror for offline image builds", str(&c.Mirror, "http://deb.debian.org/debian")},
+		{"build", "PYBOX_BUILD", "build the runtime image when missing: auto (online, then offline), online, offline, never", str(&c.Build, "auto")},
+	}
+}
+
+// register adds the settings' flags to fs.
+func (c *config) register(fs *flag.FlagSet) {
+	for _, s := range c.settings() {
+		s.bind(fs, s.flag, s.usage+" [$"+s.env+"]")
+	}
+}
+
+// applyEnv sets, from the environment, every flag not given on the command line.
+func (c *config) applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, s := range c.settings() {
+		v := getenv(s.env)
+		if given[s.flag] || v == "" {
+			continue
+		}
+		if err := fs.Set(s.flag, v); err != nil {
+			return fmt.Errorf("invalid %s=%q: %w", s.env, v, err)
+		}
+	}
+	return nil
+}
+
+// parseFlags parses args into c, then fills unset flags from the environment.
+func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return c.applyEnv(fs, os.Getenv)
+}
+
+// limits turns the configuration into sandbox limits.
+func (c *config) limits() (sandbox.Limits, error) {
+	mem, err := units.RAMInBytes(c.Memory)
+	if err != nil {
+		return sandbox.Limits{}, fmt.Errorf("memory %q: %w", c.Memory, err)
+	}
+	out, err := units.RAMInBytes(c.OutputLimit)
+	if err != nil {
+		return sandbox.Limits{}, fmt.Errorf("output limit %q: %w", c.OutputLimit, err)
+	}
+	l := sandbox.Limits{Timeout: c.Timeout, Memory: mem, CPUs: c.CPUs, Pids: c.Pids, OutputBytes: int(out)}.WithDefaults()
+	return l, l.Validate()
+}
+
+// codeLimit is the largest program in bytes.
+func (c *config) codeLimit() (int, error) {
+	n, err := units.RAMInBytes(c.MaxCodeBytes)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("max code size %q: must be a size such as 1m", c.MaxCodeBytes)
+	}
+	return int(n), nil
+}
+
+// image is the runtime image tag in force.
+func (c *config) image() (string, error) {
+	variant, err := images.ParseVariant(c.Variant)
+	if err != nil {
+		return "", err
+	}
+	if c.Image != "" {
+		return c.Image, nil
+	}
+	return images.Tag(variant), nil
+}
+
+func (c *config) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", c.LogLevel)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+}
+
+// validate checks settings that have no parser of their own.
+func (c *config) validate() error {
+	var errs []error
+	switch c.Build {
+	case "auto", "online", "offline", "never":
+	default:
+		errs = append(errs, fmt.Errorf("build %q: use auto, online, offline or never", c.Build))
+	}
+	if c.MaxTimeout < c.Timeout {
+		errs = append(errs, fmt.Errorf("max timeout %v is below the default timeout %v", c.MaxTimeout, c.Timeout))
+	}
+	if c.MaxConcurrent < 1 {
+		errs = append(errs, errors.New("max concurrent must be at least 1"))
+	}
+	if _, err := c.image(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// defaultStorageDir is a per-user data directory.
+func defaultStorageDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "pybox", "code")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "pybox", "code")
+	}
+	return filepath.Join(os.TempDir(), "pybox-"+strconv.Itoa(os.Getuid()), "code")
+}
+
+// envHelp lists the environment variables for --help.
+func envHelp(c *config) string {
+	var b strings.Builder
+	for _, s := range c.settings() {
+		fmt.Fprintf(&b, "  %-22s --%s\n", s.env, s.flag)
+	}
+	return b.String()
+}

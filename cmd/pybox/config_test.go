@@ -1,0 +1,94 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parseConfig(t *testing.T, args []string, env map[string]string) (*config, error) {
+	t.Helper()
+	c := &config{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return c, c.applyEnv(fs, func(k string) string { return env[k] })
+}
+
+func TestConfigFlagsWinOverEnv(t *testing.T) {
+	c, err := parseConfig(t, []string{"--timeout", "5s"}, map[string]string{
+		"PYBOX_TIMEOUT": "9s", "PYBOX_MEMORY": "1g", "CODE_STORAGE_DIR": "/srv/code", "PYBOX_CPUS": "0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Timeout != 5*time.Second || c.Memory != "1g" || c.StorageDir != "/srv/code" || c.CPUs != 0.5 {
+		t.Errorf("got timeout %v memory %q storage %q cpus %v; want 5s (flag), 1g, /srv/code, 0.5 (env)",
+			c.Timeout, c.Memory, c.StorageDir, c.CPUs)
+	}
+	l, err := c.limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Memory != 1<<30 || l.Timeout != 5*time.Second || l.OutputBytes != 1<<20 {
+		t.Errorf("limits %+v", l)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := parseConfig(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Timeout != 30*time.Second || l.Memory != 512<<20 || l.CPUs != 1 || l.Pids != 128 || l.OutputBytes != 1<<20 {
+		t.Errorf("default limits %+v; want 30s, 512 MiB, 1 CPU, 128 pids, 1 MiB", l)
+	}
+	if img, _ := c.image(); img != "pybox-runtime:base" {
+		t.Errorf("default image %q", img)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"bad env duration", nil, map[string]string{"PYBOX_TIMEOUT": "soon"}, "PYBOX_TIMEOUT"},
+		{"bad memory", []string{"--memory", "lots"}, nil, "memory"},
+		{"bad variant", []string{"--variant", "huge"}, nil, "variant"},
+		{"bad build mode", []string{"--build", "sometimes"}, nil, "build"},
+		{"max below default", []string{"--timeout", "60s", "--max-timeout", "10s"}, nil, "max timeout"},
+		{"tiny memory", []string{"--memory", "1m"}, nil, "memory"},
+		{"bad log level", []string{"--log-level", "loud"}, nil, "log level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(t, tt.args, tt.env)
+			if err == nil {
+				err = c.validate()
+			}
+			if err == nil {
+				_, err = c.limits()
+			}
+			if err == nil {
+				_, err = c.logger(io.Discard)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}

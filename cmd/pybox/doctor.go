@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// selfTest is the isolation probe doctor runs inside a sandbox.
+const selfTest = `import json, os, socket
+r = {"uid": os.getuid(), "ifaces": sorted(os.listdir("/sys/class/net"))}
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=1); r["net"] = "reachable"
+except OSError as e:
+    r["net"] = str(e)
+try:
+    open("/usr/pybox-doctor", "w"); r["rootfs"] = "writable"
+except OSError as e:
+    r["rootfs"] = e.strerror
+r["host_env"] = sorted(k for k in os.environ if k.startswith("PYBOX_DOCTOR"))
+print(json.dumps(r))
+`
+
+// probe is what selfTest prints.
+type probe struct {
+	UID     int      `json:"uid"`
+	Ifaces  []string `json:"ifaces"`
+	Net     string   `json:"net"`
+	RootFS  string   `json:"rootfs"`
+	HostEnv []string `json:"host_env"`
+}
+
+func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &config{}
+	fs := newFlags("doctor", "pybox doctor [flags]", stderr, c)
+	if err := parse(fs, c, args); err != nil {
+		return exitCode(err, stderr)
+	}
+	a, err := newApp(c, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "pybox:", err)
+		return 1
+	}
+	defer a.Close()
+	d := &doctor{out: stdout, ok: true}
+	d.run(ctx, a)
+	if !d.ok {
+		return 1
+	}
+	return 0
+}
+
+type doctor struct {
+	out io.Writer
+	ok  bool
+}
+
+func (d *doctor) line(ok bool, what, detail string) {
+	mark := "OK  "
+	if !ok {
+		mark, d.ok = "FAIL", false
+	}
+	fmt.Fprintf(d.out, "%s %-16s %s\n", mark, what, detail)
+}
+
+func (d *doctor) run(ctx context.Context, a *app) {
+	v, err := a.engine.Ping(ctx)
+	if err != nil {
+		d.line(false, "docker", err.Error()+" — start dockerd (or Docker Desktop) and check DOCKER_HOST and socket permissions")
+		return
+	}
+	d.line(true, "docker", fmt.Sprintf("engine %s, API %s", v.Server, v.APIVersion))
+	d.line(true, "runtimes", strings.Join(v.Runtimes, ", ")+runtimeNote(v.Runtimes, a.cfg.Runtime))
+	img, found, err := a.engine.InspectImage(ctx, a.image)
+	if err != nil || !found {
+		d.line(false, "runtime image", a.image+" is missing — run `pybox image build` (or `pybox image build --offline`)")
+		return
+	}
+	d.line(true, "runtime image", fmt.Sprintf("%s (%s, %d MB)", a.image, shortID(img.ID), img.Size>>20))
+	store, err := openStorage(a.cfg.StorageDir)
+	if err != nil {
+		d.line(false, "code storage", err.Error())
+		return
+	}
+	defer store.Close()
+	d.line(true, "code storage", store.Path())
+	d.selfTest(ctx, a)
+}
+
+// runtimeNote flags a configured runtime the daemon lacks.
+func runtimeNote(have []string, want string) string {
+	if want == "" {
+		return ""
+	}
+	for _, r := range have {
+		if r == want {
+			return " (using " + want + ")"
+		}
+	}
+	return " (configured runtime " + want + " is NOT installed)"
+}
+
+// selfTest runs the isolation probe in a real sandbox within two seconds.
+func (d *doctor) selfTest(ctx context.Context, a *app) {
+	ws, err := os.MkdirTemp("", "pybox-doctor-")
+	if err != nil {
+		d.line(false, "isolation", err.Error())
+		return
+	}
+	defer os.RemoveAll(ws)
+	store, err := openStorage(ws)
+	if err != nil {
+		d.line(false, "isolation", err.Error())
+		return
+	}
+	defer store.Close()
+	name := storage.NewCodeName("doctor")
+	if err := store.Create(name, []byte(selfTest)); err != nil {
+		d.line(false, "isolation", err.Error())
+		return
+	}
+	os.Setenv("PYBOX_DOCTOR_LEAK", "1") // must not reach the sandbox
+	start := time.Now()
+	res, err := a.sandbox.Run(ctx, sandbox.Program{Workspace: store.Path(), File: name, Timeout: 2 * time.Second})
+	if err != nil || res.ExitCode != 0 {
+		d.line(false, "isolation", fmt.Sprintf("self-test did not run: %v %s", err, res.Stderr))
+		return
+	}
+	var p probe
+	if err := json.Unmarshal([]byte(res.Stdout), &p); err != nil {
+		d.line(false, "isolation", "unreadable self-test output: "+res.Stdout)
+		return
+	}
+	d.line(p.UID != 0, "non-root", fmt.Sprintf("uid %d", p.UID))
+	d.line(len(p.Ifaces) == 1 && p.Ifaces[0] == "lo" && p.Net != "reachable", "no network", fmt.Sprintf("interfaces %v; connect: %s", p.Ifaces, p.Net))
+	d.line(p.RootFS != "writable", "read-only root", p.RootFS)
+	d.line(len(p.HostEnv) == 0, "clean env", fmt.Sprintf("host variables seen: %d", len(p.HostEnv)))
+	d.line(true, "self-test", fmt.Sprintf("%d ms", time.Since(start).Milliseconds()))
+}
+
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// Exit statuses of `pybox run` besides the program's own.
+const (
+	exitTimeout = 124 // like timeout(1)
+	exitFailure = 125 // pybox itself failed, like docker run
+)
+
+// verdict is the --json output of `pybox run`.
+type verdict struct {
+	ExitCode   int    `json:"exit_code"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	TimedOut   bool   `json:"timed_out"`
+	OOMKilled  bool   `json:"oom_killed"`
+	Truncated  bool   `json:"truncated"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &config{}
+	fs := newFlags("run", "pybox run [flags] FILE|-", stderr, c)
+	stdinFile := fs.String("stdin", "", "file fed to the program's standard input (default: none, so input() raises EOFError)")
+	asJSON := fs.Bool("json", false, "print a JSON verdict (exit_code, stdout, stderr, timed_out, ...) instead of the program's streams")
+	if err := parse(fs, c, args); err != nil {
+		return exitCodeOr(err, stderr, exitFailure)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	code, input, err := readRunInputs(fs.Arg(0), *stdinFile, stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, "pybox:", err)
+		return exitFailure
+	}
+	res, err := runOnce(ctx, c, code, input, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "pybox:", err)
+		return exitFailure
+	}
+	return report(res, *asJSON, stdout, stderr)
+}
+
+// exitCodeOr maps a flag/config error to a status.
+func exitCodeOr(err error, stderr io.Writer, fallback int) int {
+	if code := exitCode(err, stderr); code != 1 {
+		return code
+	}
+	return fallback
+}
+
+// readRunInputs reads the program (a path or "-" for stdin) and its stdin.
+func readRunInputs(path, stdinFile string, stdin io.Reader) (code []byte, input *string, err error) {
+	if path == "-" {
+		code, err = io.ReadAll(stdin)
+	} else {
+		code, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read program: %w", err)
+	}
+	if stdinFile != "" {
+		b, err := os.ReadFile(stdinFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read --stdin file: %w", err)
+		}
+		s := string(b)
+		input = &s
+	}
+	return code, input, nil
+}
+
+// runOnce runs code in the sandbox with a fresh, private workspace.
+func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr io.Writer) (sandbox.Result, error) {
+	a, err := newApp(c, stderr)
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	defer a.Close()
+	if err := a.ensureImage(ctx, stderr); err != nil {
+		return sandbox.Result{}, err
+	}
+	ws, err := os.MkdirTemp("", "pybox-run-")
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("workspace: %w", err)
+	}
+	defer os.RemoveAll(ws)
+	store, err := openStorage(ws)
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	defer store.Close()
+	name := storage.NewCodeName("main")
+	if err := store.Create(name, code); err != nil {
+		return sandbox.Result{}, err
+	}
+	return a.sandbox.Run(ctx, sandbox.Program{Workspace: store.Path(), File: name, Stdin: input})
+}
+
+// report prints the result and returns the exit status for it.
+func report(res sandbox.Result, asJSON bool, stdout, stderr io.Writer) int {
+	status := res.ExitCode
+	if res.TimedOut {
+		status = exitTimeout
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(verdict{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
+			OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds()}) // a failed write to stdout has nowhere to be reported
+		return status
+	}
+	io.WriteString(stdout, res.Stdout)
+	io.WriteString(stderr, res.Stderr)
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(stderr, "pybox: timed out after %s; the program was killed\n", res.Timeout)
+	case res.OOMKilled:
+		fmt.Fprintln(stderr, "pybox: the program ran out of memory and was killed")
+	}
+	if res.Truncated {
+		fmt.Fprintln(stderr, "pybox: output was truncated at the output cap")
+	}
+	return status
+}

@@ -1,0 +1,26 @@
+// Package images builds the pybox runtime image.
+//
+// The runtime image is built from Dockerfile.runtime (embedded from the
+// repository root) on one of two bases:
+//
+//   - online: the official python:3.12-slim-bookworm image with uv copied in
+//     from ghcr.io/astral-sh/uv (needs a container registry and, for the
+//     datascience variant, PyPI);
+//   - offline: a Debian bookworm root filesystem made with debootstrap and
+//     imported with `docker import` (needs a Debian mirror, debootstrap and
+//     root; uv is then absent and pip is the installer).
+//
+// Whatever the base, the image has the same layout, which the sandbox relies
+// on: a venv at /opt/venv (VenvPython), the runner at RunnerPath, the
+// non-root SandboxUser and the Workdir. Each image carries the label
+// LabelDigest, a hash of everything that went into it, so Ensure can tell a
+// current image from a stale one and rebuild only when needed.
+//
+// Lifecycle: fill a Builder (zero fields mean the documented defaults) and
+// call Ensure at start-up, or Build to force a rebuild. A Builder is safe for
+// concurrent use once filled and must not be copied after first use;
+// concurrent Ensure calls for one variant share a single build. Builds in
+// separate processes are not coordinated.
+//
+// All Docker calls go through internal/engine.
+package images

@@ -1,0 +1,250 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+const (
+	defaultMirror = "http://deb.debian.org/debian"
+	debianSuite   = "bookworm"
+	rootfsRepo    = "pybox-rootfs"
+	// envPath is the PATH of every image, base and runtime alike.
+	envPath = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// errImportEnded tells the tar writer that the daemon stopped reading.
+var errImportEnded = errors.New("image import ended")
+
+// buildOffline builds the runtime image on a fresh debootstrap of Debian.
+func (b *Builder) buildOffline(ctx context.Context, variant string) (engine.Image, error) {
+	if err := checkOffline(); err != nil {
+		return engine.Image{}, err
+	}
+	tag := rootfsTag(variant)
+	old, hadOld, err := b.Engine.InspectImage(ctx, tag)
+	if err != nil {
+		return engine.Image{}, err
+	}
+	if err := b.importDebian(ctx, variant, tag); err != nil {
+		return engine.Image{}, err
+	}
+	ssp := "0"
+	if variant == VariantDatascience {
+		ssp = "1"
+	}
+	img, err := b.buildRuntime(ctx, runtimeBuild{
+		variant: variant, mode: modeOffline, base: tag, installer: "pip",
+		args: map[string]string{"SYSTEM_SITE_PACKAGES": ssp, "PACKAGES": ""},
+	})
+	if err == nil && hadOld {
+		// Usually already pruned with the superseded runtime image.
+		b.removeSuperseded(ctx, old.ID, tag)
+	}
+	return img, err
+}
+
+// checkOffline tells up front what an offline build is missing.
+func checkOffline() error {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("offline image build needs Linux (debootstrap), not %s", runtime.GOOS)
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		return fmt.Errorf("offline image build needs debootstrap: install it with `apt-get install debootstrap`: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("offline image build needs root (debootstrap creates device nodes and chroots): run it as root, e.g. with sudo")
+	}
+	return nil
+}
+
+func rootfsTag(variant string) string {
+	return rootfsRepo + ":" + debianSuite + "-" + variant
+}
+
+// debootstrapArgs are the arguments that make the root filesystem of variant.
+func debootstrapArgs(variant, dir, mirror string) []string {
+	pkgs := "python3,python3-venv,python3-pip"
+	if variant == VariantDatascience {
+		pkgs += ",python3-numpy,python3-pandas,python3-matplotlib"
+	}
+	return []string{"--variant=minbase", "--include=" + pkgs, debianSuite, dir, mirror}
+}
+
+// importDebian debootstraps Debian into a temporary directory, trims it and
+// imports it as the image tag. The directory is removed whatever happens.
+func (b *Builder) importDebian(ctx context.Context, variant, tag string) (err error) {
+	dir, err := os.MkdirTemp(b.TempDir, "pybox-rootfs-")
+	if err != nil {
+		return fmt.Errorf("debootstrap directory: %w", err)
+	}
+	defer func() {
+		if rerr := removeTree(dir); rerr != nil {
+			b.log().Error("debootstrap directory not removed", "dir", dir, "err", rerr)
+			err = errors.Join(err, rerr)
+		}
+	}()
+	target := filepath.Join(dir, "rootfs")
+	if err := b.debootstrap(ctx, variant, target); err != nil {
+		return err
+	}
+	if err := trimRootfs(target); err != nil {
+		return err
+	}
+	return b.importTree(ctx, target, tag)
+}
+
+// debootstrap runs debootstrap into target, keeping the tail of its output
+// for the error.
+func (b *Builder) debootstrap(ctx context.Context, variant, target string) error {
+	mirror := b.Mirror
+	if mirror == "" {
+		mirror = defaultMirror
+	}
+	b.progressf("pybox: debootstrap %s for %s from %s (about a minute)...", debianSuite, variant, mirror)
+	start := time.Now()
+	out := &tailBuffer{max: 2048}
+	cmd := exec.CommandContext(ctx, "debootstrap", debootstrapArgs(variant, target, mirror)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	// SIGTERM first so debootstrap's exit trap unmounts /proc in the target.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Run(); err != nil {
+		logTail := readTail(filepath.Join(target, "debootstrap", "debootstrap.log"), 2048)
+		return fmt.Errorf("debootstrap %s from %s: %w\n%s%s", debianSuite, mirror, err, out, logTail)
+	}
+	d := time.Since(start).Round(time.Second)
+	b.log().Info("debootstrap done", "variant", variant, "duration_ms", time.Since(start).Milliseconds())
+	b.progressf("pybox: debootstrap done in %s", d)
+	return nil
+}
+
+// trimRootfs drops the apt caches and the host's identity files that
+// debootstrap copies in (Docker provides its own at run time).
+func trimRootfs(root string) error {
+	for _, pattern := range []string{"var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*"} {
+		matches, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			return fmt.Errorf("trim rootfs: %w", err)
+		}
+		for _, m := range matches {
+			if err := os.RemoveAll(m); err != nil {
+				return fmt.Errorf("trim rootfs: %w", err)
+			}
+		}
+	}
+	for _, name := range []string{"etc/hostname", "etc/resolv.conf"} {
+		err := os.WriteFile(filepath.Join(root, name), nil, 0o644)
+		if err != nil {
+			return fmt.Errorf("trim rootfs: %w", err)
+		}
+	}
+	return nil
+}
+
+// importTree streams dir as a tar straight into an image import.
+func (b *Builder) importTree(ctx context.Context, dir, tag string) error {
+	b.progressf("pybox: importing the root filesystem as %s...", tag)
+	pr, pw := io.Pipe()
+	counted := &countWriter{w: pw}
+	done := make(chan error, 1)
+	go func() {
+		err := writeRootfs(counted, dir)
+		pw.CloseWithError(err) // nil means EOF
+		done <- err
+	}()
+	changes := []string{"ENV PATH=" + envPath, `CMD ["/bin/bash"]`}
+	err := b.Engine.ImportImage(ctx, pr, tag, changes)
+	pr.CloseWithError(errImportEnded) // unblocks the writer if the daemon stopped reading
+	werr := <-done
+	if werr != nil && !errors.Is(werr, errImportEnded) {
+		return fmt.Errorf("root filesystem tar: %w", werr)
+	}
+	if err != nil {
+		return err
+	}
+	b.progressf("pybox: imported %s (%d MB)", tag, counted.n>>20)
+	return nil
+}
+
+// removeTree removes a debootstrap directory, first unmounting whatever
+// debootstrap left mounted inside (a /proc after a kill), and refuses to
+// remove anything while a mount remains: RemoveAll would cross into it.
+func removeTree(dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		// Errors show up in the re-check below.
+		_ = exec.Command("umount", "-l", mounts[i]).Run()
+	}
+	if mounts, err = mountsUnder(dir); err != nil {
+		return err
+	}
+	if len(mounts) > 0 {
+		return fmt.Errorf("remove %s: still mounted: %s", dir, strings.Join(mounts, ", "))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove debootstrap directory: %w", err)
+	}
+	return nil
+}
+
+// mountsUnder lists the mount points at or below dir, parents first.
+func mountsUnder(dir string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read mounts: %w", err)
+	}
+	dir = filepath.Clean(dir)
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out, nil
+}
+
+// unescapeMount decodes the octal escapes (\040 for a space) of mountinfo.
+func unescapeMount(s string) string {
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1:i+4]) {
+			sb.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		sb.WriteByte(s[i])
+	}
+	return sb.String()
+}
+
+func isOctal(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '7' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/go-units"
+)
+
+// WorkspaceMount is where the code-storage directory appears in a container.
+const WorkspaceMount = "/workspace"
+
+// Plan is everything that shapes one container; ContainerConfig turns it
+// into the Docker configuration.
+type Plan struct {
+	Image     string
+	Cmd       []string
+	User      string            // "uid:gid", never root
+	Env       map[string]string // the complete environment: nothing else leaks in
+	Workspace string            // host directory mounted read-write at /workspace; "" = none
+	Labels    map[string]string
+	Runtime   string // OCI runtime; "" = the daemon's default
+	Stdin     bool   // attach stdin
+	Limits    Limits // with defaults applied
+}
+
+// ContainerConfig is the pure mapping from a plan to the hardened Docker
+// configuration (network none and disabled, all capabilities dropped,
+// no-new-privileges, read-only root with a sized /tmp, memory without extra
+// swap, CPU quota, pids limit, ulimits, init, no logging, SIGKILL stop).
+func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
+	cfg := &container.Config{
+		Image:           p.Image,
+		Cmd:             p.Cmd,
+		User:            p.User,
+		Env:             envList(p.Env),
+		WorkingDir:      WorkspaceMount,
+		Labels:          p.Labels,
+		NetworkDisabled: true,
+		StopSignal:      "SIGKILL",
+		AttachStdout:    true,
+		AttachStderr:    true,
+		AttachStdin:     p.Stdin,
+		OpenStdin:       p.Stdin,
+		StdinOnce:       p.Stdin,
+	}
+	l := p.Limits
+	host := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		IpcMode:        "private",
+		Init:           ptr(true),
+		Runtime:        p.Runtime,
+		LogConfig:      container.LogConfig{Type: "none"},
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", l.TmpBytes)},
+		Resources: container.Resources{
+			Memory:     l.Memory,
+			MemorySwap: l.Memory, // equal: no swap beyond the memory limit
+			NanoCPUs:   int64(l.CPUs * 1e9),
+			PidsLimit:  ptr(l.Pids),
+			Ulimits: []*units.Ulimit{
+				{Name: "nofile", Soft: l.OpenFiles, Hard: l.OpenFiles},
+				{Name: "fsize", Soft: l.FileBytes, Hard: l.FileBytes},
+				{Name: "core", Soft: 0, Hard: 0},
+			},
+		},
+	}
+	if p.Workspace != "" {
+		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: p.Workspace, Target: WorkspaceMount}}
+	}
+	return cfg, host
+}
+
+// envList renders env sorted by key, so the mapping is deterministic.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,198 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// Errors callers branch on.
+var (
+	// ErrBusy: every slot stayed taken for the whole queue wait.
+	ErrBusy = errors.New("the sandbox is busy: too many programs are running; try again shortly")
+	// ErrUnreachable: the Docker daemon did not answer.
+	ErrUnreachable = engine.ErrUnreachable
+)
+
+// Config configures a Sandbox. The zero value of each field means its default.
+type Config struct {
+	Engine        *engine.Client // required
+	Image         string         // default runtime image; default images.Tag("base")
+	Runtime       string         // OCI runtime (runc, crun, runsc); "" = daemon default
+	Limits        Limits         // per-run limits; zero fields take defaults
+	MaxConcurrent int            // programs running at once; default 4
+	QueueWait     time.Duration  // how long a run waits for a slot; default 30s
+	Log           *slog.Logger   // nil discards
+}
+
+// Sandbox runs programs. Create it with New.
+type Sandbox struct {
+	cfg   Config
+	eng   *engine.Client
+	slots *semaphore.Weighted
+	owner Owner
+	log   *slog.Logger
+}
+
+// New validates cfg, fills its defaults and returns a Sandbox.
+func New(cfg Config) (*Sandbox, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("sandbox: an engine client is required")
+	}
+	cfg.Image = orDefault(cfg.Image, images.Tag("base"))
+	cfg.Limits = cfg.Limits.WithDefaults()
+	cfg.MaxConcurrent = orDefault(cfg.MaxConcurrent, 4)
+	cfg.QueueWait = orDefault(cfg.QueueWait, 30*time.Second)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("sandbox limits: %w", err)
+	}
+	if cfg.MaxConcurrent < 1 || cfg.QueueWait < 0 {
+		return nil, errors.New("sandbox: max concurrent must be at least 1 and queue wait not negative")
+	}
+	return &Sandbox{
+		cfg: cfg, eng: cfg.Engine, log: cfg.Log,
+		slots: semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
+		owner: NewOwner(),
+	}, nil
+}
+
+// Limits returns the limits in force (defaults applied).
+func (s *Sandbox) Limits() Limits { return s.cfg.Limits }
+
+// Image returns the default runtime image.
+func (s *Sandbox) Image() string { return s.cfg.Image }
+
+// Program is one thing to run.
+type Program struct {
+	Image     string        // "" = the sandbox's default image
+	Python    []string      // interpreter argv; nil = the runtime venv's python
+	Workspace string        // host directory mounted at /workspace (the code storage)
+	File      string        // program path relative to Workspace
+	Stdin     *string       // nil: no stdin, so input() raises EOFError at once
+	Timeout   time.Duration // 0 = Limits.Timeout
+	Outputs   string        // folder under Workspace for figures/artifacts; "" = none
+	// OnOutput, when set, sees every chunk of output as it arrives
+	// ("stdout" or "stderr"); it must not block.
+	OnOutput func(stream string, chunk []byte)
+}
+
+// Result is how a program ended. A failing program is a Result, not an error.
+type Result struct {
+	ExitCode  int
+	Stdout    string
+	Stderr    string
+	TimedOut  bool
+	OOMKilled bool
+	Truncated bool // stdout or stderr hit the output cap
+	Duration  time.Duration
+	Timeout   time.Duration // the limit that applied
+}
+
+// Run executes p in a fresh container and removes it. Errors are
+// infrastructure failures (ErrBusy, ErrUnreachable, missing image) or the
+// caller's cancellation; the container is gone when Run returns either way.
+func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
+	if err := s.acquire(ctx); err != nil {
+		return Result{}, err
+	}
+	defer s.slots.Release(1)
+	plan := s.plan(p)
+	timeout := orDefault(p.Timeout, s.cfg.Limits.Timeout)
+	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
+	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
+	spec := engine.Spec{
+		Name: s.owner.containerName("run"), Timeout: timeout, Stdout: stdout, Stderr: stderr,
+	}
+	spec.Config, spec.Host = ContainerConfig(plan)
+	if p.Stdin != nil {
+		spec.Stdin = strings.NewReader(*p.Stdin)
+	}
+	exit, err := s.eng.Run(ctx, spec)
+	res := Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, OOMKilled: exit.OOMKilled,
+		Duration: exit.Duration, Timeout: timeout}
+	var tout, terr bool
+	res.Stdout, tout = stdout.result()
+	res.Stderr, terr = stderr.result()
+	res.Truncated = tout || terr
+	if err != nil {
+		return res, s.explain(err)
+	}
+	return res, nil
+}
+
+// acquire takes a run slot, waiting at most QueueWait.
+func (s *Sandbox) acquire(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.QueueWait)
+	defer cancel()
+	if err := s.slots.Acquire(wctx, 1); err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return ErrBusy
+	}
+	return nil
+}
+
+// plan builds the container plan for p.
+func (s *Sandbox) plan(p Program) Plan {
+	python := p.Python
+	if len(python) == 0 {
+		python = []string{images.VenvPython}
+	}
+	cmd := append(append([]string{}, python...), images.RunnerPath, "run", WorkspaceMount+"/"+p.File)
+	env := map[string]string{
+		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",
+		"PATH":        "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"VIRTUAL_ENV": "/opt/venv",
+	}
+	if p.Outputs != "" {
+		env["PYBOX_OUTPUTS"] = WorkspaceMount + "/" + p.Outputs
+	}
+	return Plan{
+		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: SandboxUser(), Env: env,
+		Workspace: p.Workspace, Labels: s.owner.labels("run"), Runtime: s.cfg.Runtime,
+		Stdin: p.Stdin != nil, Limits: s.cfg.Limits,
+	}
+}
+
+// explain turns engine errors into ones the caller can act on.
+func (s *Sandbox) explain(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if errors.Is(err, engine.ErrUnreachable) {
+		return err
+	}
+	s.log.Error("sandbox run failed", "err", err)
+	return fmt.Errorf("sandbox: %w", err)
+}
+
+func streamHook(f func(string, []byte), stream string) func([]byte) {
+	if f == nil {
+		return nil
+	}
+	return func(b []byte) { f(stream, b) }
+}
+
+// SandboxUser is the uid:gid programs run as: the server's own ids when it
+// is not root (so files in the user's storage stay theirs), else the
+// runtime image's unprivileged pybox user. Never root.
+func SandboxUser() string {
+	if uid := os.Geteuid(); uid > 0 {
+		return fmt.Sprintf("%d:%d", uid, os.Getegid())
+	}
+	return images.SandboxUser
+}

@@ -1,0 +1,131 @@
+package tools
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// ExecutionOutput is the structured result of every run.
+type ExecutionOutput struct {
+	ExitCode   int    `json:"exit_code" jsonschema:"the program's exit status (137 when killed)"`
+	Stdout     string `json:"stdout" jsonschema:"captured standard output (capped)"`
+	Stderr     string `json:"stderr" jsonschema:"captured standard error (capped)"`
+	TimedOut   bool   `json:"timed_out" jsonschema:"the program hit its time limit and was killed"`
+	OOMKilled  bool   `json:"oom_killed" jsonschema:"the program exceeded its memory limit and was killed"`
+	Truncated  bool   `json:"truncated" jsonschema:"stdout or stderr exceeded the output cap and was cut"`
+	DurationMS int64  `json:"duration_ms" jsonschema:"wall-clock run time in milliseconds"`
+	FilePath   string `json:"file_path" jsonschema:"host path of the program file in code storage"`
+}
+
+// runRequest is one program to run from code storage.
+type runRequest struct {
+	file     string // relative to the storage root
+	input    string
+	timeoutS float64
+}
+
+// run executes a stored program and shapes the MCP result.
+func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, ExecutionOutput, error) {
+	timeout, err := h.timeout(r.timeoutS)
+	if err != nil {
+		return nil, ExecutionOutput{}, err
+	}
+	if len(r.input) > h.cfg.MaxInputBytes {
+		return nil, ExecutionOutput{}, fmt.Errorf("input is %d bytes; the limit is %d bytes", len(r.input), h.cfg.MaxInputBytes)
+	}
+	if err := h.cfg.Ready(ctx); err != nil {
+		return nil, ExecutionOutput{}, h.infraError(ctx, err)
+	}
+	prog := sandbox.Program{Workspace: h.cfg.Storage.Path(), File: r.file, Timeout: timeout}
+	if r.input != "" {
+		prog.Stdin = &r.input
+	}
+	res, err := h.cfg.Sandbox.Run(ctx, prog)
+	if err != nil {
+		return nil, ExecutionOutput{}, h.infraError(ctx, err)
+	}
+	out := ExecutionOutput{
+		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
+		OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(),
+		FilePath: h.cfg.Storage.Abs(r.file),
+	}
+	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(res)}}}
+	result.IsError = res.TimedOut // a timeout is a tool error; the partial output stays visible
+	return result, out, nil
+}
+
+// timeout turns timeout_s into a duration, capped by the configured maximum.
+func (h *handlers) timeout(seconds float64) (time.Duration, error) {
+	if seconds == 0 {
+		return 0, nil
+	}
+	if seconds < 0 || math.IsNaN(seconds) || math.IsInf(seconds, 0) {
+		return 0, fmt.Errorf("timeout_s must be a positive number of seconds, got %v", seconds)
+	}
+	d := time.Duration(seconds * float64(time.Second))
+	if d < 100*time.Millisecond {
+		return 0, fmt.Errorf("timeout_s must be at least 0.1 seconds, got %v", seconds)
+	}
+	return min(d, h.cfg.MaxTimeout), nil
+}
+
+// summary is the text the model reads.
+func summary(r sandbox.Result) string {
+	var b strings.Builder
+	switch {
+	case r.TimedOut:
+		fmt.Fprintf(&b, "Execution timed out after %s; the container was killed. Output so far:\n", r.Timeout)
+	case r.OOMKilled:
+		fmt.Fprintf(&b, "The program ran out of memory and was killed (exit status %d).\n", r.ExitCode)
+	default:
+		fmt.Fprintf(&b, "Exit status: %d\n", r.ExitCode)
+	}
+	section(&b, "stdout", r.Stdout)
+	section(&b, "stderr", r.Stderr)
+	if r.Truncated {
+		b.WriteString("(output was truncated at the output cap)\n")
+	}
+	return b.String()
+}
+
+func section(b *strings.Builder, name, text string) {
+	if text == "" {
+		return
+	}
+	fmt.Fprintf(b, "--- %s ---\n%s", name, text)
+	if !strings.HasSuffix(text, "\n") {
+		b.WriteString("\n")
+	}
+}
+
+// infraError turns a failure to run into a tool error the model can act on.
+func (h *handlers) infraError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrBusy):
+		return err
+	case errors.Is(err, sandbox.ErrUnreachable):
+		return errors.New("Docker is not reachable: start the Docker daemon (run `pybox doctor` for details)")
+	case errors.Is(err, context.Canceled):
+		return errors.New("the run was cancelled; its container was removed")
+	}
+	return h.internal(ctx, "run", err)
+}
+
+// internal logs err with a fresh id and returns a short error naming the id.
+func (h *handlers) internal(ctx context.Context, what string, err error) error {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux (documented)
+	id := hex.EncodeToString(b)
+	h.cfg.Log.ErrorContext(ctx, "tool failure", "error_id", id, "op", what, "err", err)
+	return fmt.Errorf("pybox could not %s because of an internal failure (error id %s; details are in the server log)", what, id)
+}

@@ -1,0 +1,71 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// Config wires the tools to their dependencies. The zero value of each
+// optional field means its default.
+type Config struct {
+	Sandbox *sandbox.Sandbox // required
+	Storage *storage.Dir     // required: the code-storage directory
+	// Ready, when set, blocks until the runtime is usable (the image built
+	// on first use) or returns why it is not.
+	Ready         func(ctx context.Context) error
+	MaxCodeBytes  int           // largest program accepted; default 1 MiB
+	MaxInputBytes int           // largest stdin text accepted; default 1 MiB
+	MaxTimeout    time.Duration // cap on a call's timeout_s; default 300s
+	Version       string        // reported to clients
+	Log           *slog.Logger  // nil discards
+}
+
+// Defaults for Config.
+const (
+	DefaultMaxCodeBytes  = 1 << 20
+	DefaultMaxInputBytes = 1 << 20
+	DefaultMaxTimeout    = 300 * time.Second
+)
+
+type handlers struct{ cfg Config }
+
+// NewServer builds the MCP server with every tool registered.
+func NewServer(cfg Config) (*mcp.Server, error) {
+	if cfg.Sandbox == nil || cfg.Storage == nil {
+		return nil, errors.New("tools: a sandbox and a code storage are required")
+	}
+	cfg.MaxCodeBytes = orDefault(cfg.MaxCodeBytes, DefaultMaxCodeBytes)
+	cfg.MaxInputBytes = orDefault(cfg.MaxInputBytes, DefaultMaxInputBytes)
+	cfg.MaxTimeout = orDefault(cfg.MaxTimeout, DefaultMaxTimeout)
+	cfg.Version = orDefault(cfg.Version, "dev")
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func(context.Context) error { return nil }
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "pybox", Title: "pybox: Python in a locked-down sandbox", Version: cfg.Version},
+		&mcp.ServerOptions{Instructions: instructions})
+	h := &handlers{cfg: cfg}
+	mcp.AddTool(s, executeCodeTool, h.executeCode)
+	return s, nil
+}
+
+const instructions = `pybox runs Python 3 in a fresh, locked-down container for every call: no network, ` +
+	`a non-root user, a read-only system, limited memory, CPU, processes and time. ` +
+	`Files persist in the code-storage directory, mounted as the working directory /workspace.`
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
