@@ -2,6 +2,7 @@ package images
 
 import (
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,22 +88,10 @@ func TestDebootstrapArgs(t *testing.T) {
 	base := debootstrapArgs(VariantBase, "/d", "http://m")
 	ds := debootstrapArgs(VariantDatascience, "/d", "http://m")
 	wantBase := []string{"--variant=minbase", "--include=python3,python3-venv,python3-pip", "bookworm", "/d", "http://m"}
-	if !equal(base, wantBase) {
+	if !slices.Equal(base, wantBase) {
 		t.Errorf("base args = %q, want %q", base, wantBase)
 	}
 	if want := "--include=python3,python3-venv,python3-pip,python3-numpy,python3-pandas,python3-matplotlib"; ds[1] != want {
 		t.Errorf("datascience include = %q, want %q", ds[1], want)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

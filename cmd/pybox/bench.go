@@ -2,10 +2,207 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// benchRow is one measured scenario.
+type benchRow struct {
+	Name    string  `json:"name"`
+	N       int     `json:"n"`
+	P50MS   float64 `json:"p50_ms"`
+	P95MS   float64 `json:"p95_ms"`
+	MinMS   float64 `json:"min_ms"`
+	Note    string  `json:"note,omitempty"`
+	Skipped string  `json:"skipped,omitempty"`
+}
+
+// benchReport is the JSON form of the table.
+type benchReport struct {
+	Image string     `json:"image"`
+	Rows  []benchRow `json:"rows"`
+	// RatioMCPToDockerRun is p50(execute_code) / p50(docker run --rm).
+	RatioMCPToDockerRun float64 `json:"ratio_mcp_to_docker_run"`
+}
+
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("bench: not built yet")
+	c := &config{}
+	fs := newFlags("bench", "pybox bench [flags]", stderr, c)
+	n := fs.Int("n", 20, "iterations per scenario")
+	jsonOut := fs.String("json", "", "also write the JSON report to this file (\"-\" = stdout only JSON)")
+	if err := parse(fs, c, args); err != nil {
+		return err
+	}
+	if *n < 2 {
+		return errors.New("bench: -n must be at least 2")
+	}
+	a, err := newApp(c, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.ensureImage(ctx, stderr); err != nil {
+		return err
+	}
+	b := &bench{n: *n, image: a.image, stderr: stderr}
+	rep, err := b.run(ctx, c.forwardFlags(fs))
+	if err != nil {
+		return err
+	}
+	return writeReport(rep, *jsonOut, stdout)
+}
+
+type bench struct {
+	n      int
+	image  string
+	stderr io.Writer
+}
+
+func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error) {
+	cs, stop, err := b.connect(ctx, serveArgs)
+	if err != nil {
+		return benchReport{}, err
+	}
+	defer stop()
+	rep := benchReport{Image: b.image}
+	mcpRow, err := b.measure("execute_code print(1) (MCP, cold container)", func() error {
+		return callPrint1(ctx, cs)
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.Rows = append(rep.Rows, mcpRow)
+	dockerRow, err := b.measure("docker run --rm IMAGE python -c 'print(1)'", func() error {
+		return dockerRunPrint1(ctx, b.image)
+	})
+	if err != nil {
+		dockerRow = benchRow{Name: dockerRow.Name, Skipped: err.Error()}
+	} else {
+		rep.RatioMCPToDockerRun = round(mcpRow.P50MS / dockerRow.P50MS)
+	}
+	rep.Rows = append(rep.Rows, dockerRow)
+	return rep, nil
+}
+
+// connect starts `pybox serve` (this binary) and connects an MCP client.
+func (b *bench) connect(ctx context.Context, serveArgs []string) (*mcp.ClientSession, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	storage, err := os.MkdirTemp("", "pybox-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(self, append([]string{"serve", "--log-level=warn"}, serveArgs...)...)
+	cmd.Env = append(os.Environ(), "CODE_STORAGE_DIR="+storage)
+	cmd.Stderr = b.stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-bench", Version: version}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		os.RemoveAll(storage)
+		return nil, nil, fmt.Errorf("start pybox serve: %w", err)
+	}
+	return cs, func() { cs.Close(); os.RemoveAll(storage) }, nil
+}
+
+func callPrint1(ctx context.Context, cs *mcp.ClientSession) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "print(1)"}})
+	if err != nil {
+		return err
+	}
+	if res.IsError || !strings.Contains(textContent(res), "1\n") {
+		return fmt.Errorf("unexpected result: %s", textContent(res))
+	}
+	return nil
+}
+
+func dockerRunPrint1(ctx context.Context, image string) error {
+	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "none", image,
+		"/opt/venv/bin/python", "-c", "print(1)").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker run: %v: %s", err, out)
+	}
+	if strings.TrimSpace(string(out)) != "1" {
+		return fmt.Errorf("docker run printed %q", out)
+	}
+	return nil
+}
+
+// measure runs f once to warm up, then n times, and summarises.
+func (b *bench) measure(name string, f func() error) (benchRow, error) {
+	row := benchRow{Name: name, N: b.n}
+	fmt.Fprintf(b.stderr, "bench: %s ...\n", name)
+	if err := f(); err != nil {
+		return row, err
+	}
+	ds := make([]time.Duration, 0, b.n)
+	for range b.n {
+		t := time.Now()
+		if err := f(); err != nil {
+			return row, err
+		}
+		ds = append(ds, time.Since(t))
+	}
+	slices.Sort(ds)
+	row.MinMS, row.P50MS, row.P95MS = ms(ds[0]), ms(percentile(ds, 50)), ms(percentile(ds, 95))
+	return row, nil
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(min(i, len(sorted))-1, 0)]
+}
+
+func ms(d time.Duration) float64 { return round(float64(d.Microseconds()) / 1000) }
+
+func round(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
+func writeReport(rep benchReport, jsonPath string, stdout io.Writer) error {
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if jsonPath == "-" {
+		_, err = fmt.Fprintf(stdout, "%s\n", js)
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tn\tp50 ms\tp95 ms\tmin ms\tnote")
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tskipped: %s\n", r.Name, r.Skipped)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", r.Name, r.N, r.P50MS, r.P95MS, r.MinMS, r.Note)
+	}
+	tw.Flush()
+	if rep.RatioMCPToDockerRun > 0 {
+		fmt.Fprintf(stdout, "\nexecute_code p50 / docker run p50 = %.2f\n", rep.RatioMCPToDockerRun)
+	}
+	fmt.Fprintf(stdout, "\nJSON:\n%s\n", js)
+	if jsonPath != "" {
+		return os.WriteFile(jsonPath, append(js, '\n'), 0o644)
+	}
+	return nil
+}
+
+func textContent(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }

@@ -104,6 +104,22 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 	return c.applyEnv(fs, os.Getenv)
 }
 
+// forwardFlags renders the settings given on the command line as flags for
+// a child pybox (the environment is inherited anyway).
+func (c *config) forwardFlags(fs *flag.FlagSet) []string {
+	known := map[string]bool{}
+	for _, s := range c.settings() {
+		known[s.flag] = true
+	}
+	var out []string
+	fs.Visit(func(f *flag.Flag) {
+		if known[f.Name] {
+			out = append(out, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return out
+}
+
 // limits turns the configuration into sandbox limits.
 func (c *config) limits() (sandbox.Limits, error) {
 	mem, err := units.RAMInBytes(c.Memory)

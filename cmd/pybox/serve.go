@@ -42,7 +42,7 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Ready: ready.wait, MaxCodeBytes: codeLimit,
+		Sandbox: a.sandbox, Storage: store, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit,
 		MaxTimeout: c.MaxTimeout, Version: version, Log: a.log,
 	})
 	if err != nil {
