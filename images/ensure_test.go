@@ -47,7 +47,7 @@ type layout struct {
 	Cwd          string `json:"cwd"`
 	Home         string `json:"home"`
 	Runner       []any  `json:"runner"`
-	Setuid       []string
+	Setuid       []string `json:"setuid"`
 	Installer    string `json:"installer"`
 	VenvWritable bool   `json:"venv_writable"`
 	PipInVenv    bool   `json:"pip_in_venv"`
@@ -133,7 +133,7 @@ func checkLayout(t *testing.T, eng *engine.Client, img engine.Image) {
 	}
 	want := layout{
 		UID: 10001, GID: 10001, Prefix: "/opt/venv", Cwd: Workdir, Home: "/home/pybox",
-		Runner: []any{true, "0o644", float64(0)}, Installer: img.Labels[LabelInstaller],
+		Runner: []any{true, "0o644", float64(0)}, Setuid: []string{}, Installer: img.Labels[LabelInstaller],
 		PipInVenv: img.Labels[LabelInstaller] == "pip",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -121,6 +121,9 @@ func (b *Builder) debootstrap(ctx context.Context, variant, target string) error
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("debootstrap %s stopped: %w", debianSuite, context.Cause(ctx))
+		}
 		logTail := readTail(filepath.Join(target, "debootstrap", "debootstrap.log"), 2048)
 		return fmt.Errorf("debootstrap %s from %s: %w\n%s%s", debianSuite, mirror, err, out, logTail)
 	}

@@ -32,7 +32,7 @@ type Owner struct {
 // NewOwner returns a fresh identity for this process.
 func NewOwner() Owner {
 	b := make([]byte, 6)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux (documented)
+	_, _ = rand.Read(b)      // crypto/rand.Read never fails on Linux (documented)
 	host, _ := os.Hostname() // an empty host only makes reaping more cautious
 	return Owner{ID: hex.EncodeToString(b), Host: host, PID: os.Getpid(), seq: new(atomic.Int64)}
 }

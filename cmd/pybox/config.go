@@ -42,7 +42,7 @@ type config struct {
 // setting ties a flag to its environment variable.
 type setting struct {
 	flag, env, usage string
-	bind         func(fs *flag.FlagSet, name, usage string)
+	bind             func(fs *flag.FlagSet, name, usage string)
 }
 
 func (c *config) settings() []setting {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if code == 0 {
+		code = checkNoLeftovers()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -155,4 +159,31 @@ func (b *syncBuffer) String() string {
 
 func callParams(name string, args map[string]any) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: name, Arguments: args}
+}
+
+// checkNoLeftovers fails the suite if any pybox container on this host
+// belongs to a process that no longer runs (every server here has exited).
+func checkNoLeftovers() int {
+	eng, err := engine.New(nil)
+	if err != nil {
+		return 0
+	}
+	defer eng.Close()
+	list, err := eng.List(context.Background(), map[string]string{"pybox.managed": "true"})
+	if err != nil {
+		return 0 // no daemon: the Docker tests already skipped or failed
+	}
+	host, _ := os.Hostname()
+	bad := 0
+	for _, c := range list {
+		pid, _ := strconv.Atoi(c.Labels["pybox.pid"])
+		if c.Labels["pybox.host"] == host && pid > 0 && syscall.Kill(pid, 0) != nil {
+			fmt.Fprintf(os.Stderr, "leftover container after the suite: %s %v\n", c.Name, c.Labels)
+			bad++
+		}
+	}
+	if bad > 0 {
+		return 1
+	}
+	return 0
 }

@@ -43,11 +43,10 @@ type Exit struct {
 // container is killed at once and Run returns the Exit with Cancelled set
 // together with ctx's error.
 func (c *Client) Run(ctx context.Context, spec Spec) (exit Exit, err error) {
-	created, err := c.api.ContainerCreate(ctx, spec.Config, spec.Host, nil, nil, spec.Name)
+	id, err := c.Create(ctx, spec)
 	if err != nil {
-		return Exit{}, fmt.Errorf("create container: %w", err)
+		return Exit{}, err
 	}
-	id := created.ID
 	defer func() {
 		if rerr := c.Remove(ctx, id); rerr != nil {
 			c.log.Error("container not removed", "container_id", short(id), "err", rerr)
@@ -173,4 +172,14 @@ func orDiscard(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
+}
+
+// Create only creates the container described by spec and returns its ID;
+// the caller owns its removal.
+func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
+	created, err := c.api.ContainerCreate(ctx, spec.Config, spec.Host, nil, nil, spec.Name)
+	if err != nil {
+		return "", fmt.Errorf("create container: %w", err)
+	}
+	return created.ID, nil
 }

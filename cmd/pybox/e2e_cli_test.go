@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/internal/testenv"
+)
+
+// runBinary runs the pybox binary and returns stdout, stderr and the exit status.
+func runBinary(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(pyboxBin, args...)
+	cmd.Env = append(os.Environ(), "PYBOX_BUILD=never", "CODE_STORAGE_DIR="+t.TempDir())
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run pybox %v: %v", args, err)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+func writeProgram(t *testing.T, code string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "prog.py")
+	if err := os.WriteFile(path, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRunExitCodes: `pybox run` passes the program's streams and exit status through.
+func TestRunExitCodes(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	answers := filepath.Join(t.TempDir(), "answers.txt")
+	os.WriteFile(answers, []byte("42\n"), 0o644)
+	tests := []struct {
+		name       string
+		args       []string
+		stdin      string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"success", []string{"run", writeProgram(t, "print('ok')")}, "", 0, "ok\n", ""},
+		{"exit 7", []string{"run", writeProgram(t, "import sys\nprint('x'); sys.exit(7)")}, "", 7, "x\n", ""},
+		{"exception", []string{"run", writeProgram(t, "raise KeyError('k')")}, "", 1, "", "KeyError: 'k'"},
+		{"timeout", []string{"run", "--timeout", "1s", writeProgram(t, "while True: pass")}, "", 124, "", "timed out after 1s"},
+		{"oom", []string{"run", "--memory", "64m", writeProgram(t, "x = []\nwhile True: x.append(bytearray(8 << 20))")}, "", 137, "", "out of memory"},
+		{"program on stdin", []string{"run", "-"}, "print(6 * 7)", 0, "42\n", ""},
+		{"stdin file", []string{"run", "--stdin", answers, writeProgram(t, "print(int(input()) + 1)")}, "", 0, "43\n", ""},
+		{"missing file", []string{"run", "/nonexistent/prog.py"}, "", 125, "", "read program"},
+		{"no arguments", []string{"run"}, "", 2, "", "Usage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := runBinary(t, tt.stdin, tt.args...)
+			if code != tt.wantCode || stdout != tt.wantStdout || !strings.Contains(stderr, tt.wantStderr) {
+				t.Errorf("got code %d stdout %q stderr %q; want code %d stdout %q stderr containing %q",
+					code, stdout, stderr, tt.wantCode, tt.wantStdout, tt.wantStderr)
+			}
+		})
+	}
+}
+
+// TestRunJSON: --json prints a machine-readable verdict.
+func TestRunJSON(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	stdout, _, code := runBinary(t, "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(4)", "run", "--json", "-")
+	var v verdict
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
+		t.Fatalf("verdict %q: %v", stdout, err)
+	}
+	if code != 4 || v.ExitCode != 4 || v.Stdout != "out\n" || v.Stderr != "err\n" || v.TimedOut {
+		t.Errorf("code %d verdict %+v", code, v)
+	}
+}
+
+// TestDoctorHealthy: on this host every check passes.
+func TestDoctorHealthy(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	stdout, stderr, code := runBinary(t, "", "doctor")
+	if code != 0 || strings.Contains(stdout, "FAIL") {
+		t.Fatalf("doctor exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"docker", "API", "runtime image", "runtimes", "non-root", "no network", "read-only root", "clean env"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestServeReapsOrphans: a container left by a dead pybox is removed when
+// serve starts; one of a live process is left alone.
+func TestServeReapsOrphans(t *testing.T) {
+	eng := testenv.Docker(t)
+	testenv.RuntimeImage(t, eng, "base")
+	host, _ := os.Hostname()
+	dead := createLabelled(t, eng, "pybox-run-e2edead-1", map[string]string{
+		"pybox.managed": "true", "pybox.owner": "e2edead", "pybox.host": host, "pybox.pid": "999999999"})
+	live := createLabelled(t, eng, "pybox-run-e2elive-1", map[string]string{
+		"pybox.managed": "true", "pybox.owner": "e2elive", "pybox.host": host, "pybox.pid": "1"})
+	startServer(t) // reaping happens before the server answers
+	ids := map[string]bool{}
+	for _, c := range testenv.Managed(t, eng, nil) {
+		ids[c.ID] = true
+	}
+	if ids[dead] {
+		t.Errorf("the dead server's container %s was not reaped", dead)
+	}
+	if !ids[live] {
+		t.Errorf("the live process's container %s was reaped", live)
+	}
+}
+
+func createLabelled(t *testing.T, eng *engine.Client, name string, labels map[string]string) string {
+	t.Helper()
+	id, err := eng.Create(context.Background(), engine.Spec{Name: name,
+		Config: &container.Config{Image: images.Tag("base"), Cmd: []string{"true"}, Labels: labels, NetworkDisabled: true},
+		Host:   &container.HostConfig{NetworkMode: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Remove(context.Background(), id) })
+	return id
+}
