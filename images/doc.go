@@ -19,8 +19,10 @@
 // Lifecycle: fill a Builder (zero fields mean the documented defaults) and
 // call Ensure at start-up, or Build to force a rebuild. A Builder is safe for
 // concurrent use once filled and must not be copied after first use;
-// concurrent Ensure calls for one variant share a single build. Builds in
-// separate processes are not coordinated.
+// concurrent Ensure calls for one variant share a single build, and builds
+// of one variant in separate processes (two servers, parallel test packages)
+// wait for each other through a lock file, so the second finds the image the
+// first built.
 //
 // All Docker calls go through internal/engine.
 package images

@@ -41,16 +41,16 @@ print(json.dumps(out))
 `
 
 type layout struct {
-	UID          int    `json:"uid"`
-	GID          int    `json:"gid"`
-	Prefix       string `json:"prefix"`
-	Cwd          string `json:"cwd"`
-	Home         string `json:"home"`
-	Runner       []any  `json:"runner"`
+	UID          int      `json:"uid"`
+	GID          int      `json:"gid"`
+	Prefix       string   `json:"prefix"`
+	Cwd          string   `json:"cwd"`
+	Home         string   `json:"home"`
+	Runner       []any    `json:"runner"`
 	Setuid       []string `json:"setuid"`
-	Installer    string `json:"installer"`
-	VenvWritable bool   `json:"venv_writable"`
-	PipInVenv    bool   `json:"pip_in_venv"`
+	Installer    string   `json:"installer"`
+	VenvWritable bool     `json:"venv_writable"`
+	PipInVenv    bool     `json:"pip_in_venv"`
 }
 
 func TestEnsureBase(t *testing.T) {
@@ -214,7 +214,7 @@ plt.savefig("/tmp/f.png")
 print(matplotlib.get_backend(), int(df.y.sum()), os.path.getsize("/tmp/f.png") > 1000)
 `
 	out := sandboxRun(t, eng, img.ID, host, env, VenvPython, "-c", prog)
-	if want := "agg 30 True\n"; strings.ToLower(out) != want {
+	if want := "agg 30 true\n"; strings.ToLower(out) != want {
 		t.Errorf("datascience output = %q, want %q", out, want)
 	}
 }

@@ -99,22 +99,6 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = t.buf[over:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string { return string(bytes.TrimSpace(t.buf)) }
-
 // readTail returns the last max bytes of the file at path, or "" when it
 // cannot be read.
 func readTail(path string, max int64) string {

@@ -37,15 +37,16 @@ func NewOwner() Owner {
 	return Owner{ID: hex.EncodeToString(b), Host: host, PID: os.Getpid(), seq: new(atomic.Int64)}
 }
 
-func (o Owner) labels(role string) map[string]string {
+// Labels are the labels of a container with role created by this instance.
+func (o Owner) Labels(role string) map[string]string {
 	return map[string]string{
 		LabelManaged: "true", LabelOwner: o.ID, LabelHost: o.Host,
 		LabelPID: strconv.Itoa(o.PID), LabelRole: role,
 	}
 }
 
-// containerName is unique per instance: pybox-<role>-<owner>-<n>.
-func (o Owner) containerName(role string) string {
+// ContainerName is unique per instance: pybox-<role>-<owner>-<n>.
+func (o Owner) ContainerName(role string) string {
 	return fmt.Sprintf("pybox-%s-%s-%d", role, o.ID, o.seq.Add(1))
 }
 

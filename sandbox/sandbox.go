@@ -113,7 +113,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
 	spec := engine.Spec{
-		Name: s.owner.containerName("run"), Timeout: timeout, Stdout: stdout, Stderr: stderr,
+		Name: s.owner.ContainerName("run"), Timeout: timeout, Stdout: stdout, Stderr: stderr,
 	}
 	spec.Config, spec.Host = ContainerConfig(plan)
 	if p.Stdin != nil {
@@ -151,7 +151,7 @@ func (s *Sandbox) plan(p Program) Plan {
 	if len(python) == 0 {
 		python = []string{images.VenvPython}
 	}
-	cmd := append(append([]string{}, python...), images.RunnerPath, "run", WorkspaceMount+"/"+p.File)
+	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), "run", WorkspaceMount+"/"+p.File)
 	env := map[string]string{
 		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",
@@ -163,7 +163,7 @@ func (s *Sandbox) plan(p Program) Plan {
 	}
 	return Plan{
 		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: SandboxUser(), Env: env,
-		Workspace: p.Workspace, Labels: s.owner.labels("run"), Runtime: s.cfg.Runtime,
+		Workspace: p.Workspace, Labels: s.owner.Labels("run"), Runtime: s.cfg.Runtime,
 		Stdin: p.Stdin != nil, Limits: s.cfg.Limits,
 	}
 }

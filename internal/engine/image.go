@@ -20,6 +20,8 @@ type Image struct {
 	Tags   []string
 	Labels map[string]string
 	Env    []string
+	User   string
+	Cmd    []string
 	Layers int
 	Size   int64
 }
@@ -35,7 +37,7 @@ func (c *Client) InspectImage(ctx context.Context, ref string) (img Image, found
 	}
 	img = Image{ID: ii.ID, Tags: ii.RepoTags, Size: ii.Size}
 	if ii.Config != nil {
-		img.Labels, img.Env = ii.Config.Labels, ii.Config.Env
+		img.Labels, img.Env, img.User, img.Cmd = ii.Config.Labels, ii.Config.Env, ii.Config.User, ii.Config.Cmd
 	}
 	img.Layers = len(ii.RootFS.Layers)
 	return img, true, nil

@@ -1,0 +1,267 @@
+package images
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// Labels on package-layer images.
+const (
+	LabelKey          = "pybox.key"          // content key of the layer
+	LabelRequirements = "pybox.requirements" // JSON list of the canonical specs installed in the lineage
+	LabelDepth        = "pybox.depth"        // package layers above the base
+	LabelEnvType      = "pybox.env-type"     // environment type that built it
+	layerRepo         = "pybox-env"          // repository of package-layer tags
+	wheelhouseMount   = "/wheelhouse"
+)
+
+// ErrInstallFailed: the installer ran and failed; the error text carries its output.
+var ErrInstallFailed = errors.New("package installation failed")
+
+// Index is where packages come from.
+type Index struct {
+	URL        string // --index-url; "" = the installer's default (PyPI)
+	ExtraURL   string // --extra-index-url
+	Wheelhouse string // host directory of wheels, mounted read-only; alone, no index is used
+	Network    string // install container network: bridge (default), none, host
+}
+
+// Owner labels and names the containers an installer creates, so a dead
+// server's leftovers can be reaped.
+type Owner interface {
+	Labels(role string) map[string]string
+	ContainerName(role string) string
+}
+
+// Installer runs installs in their own containers and commits the result
+// as content-addressed image layers. Safe for concurrent use.
+type Installer struct {
+	Engine   *engine.Client
+	Owner    Owner
+	Index    Index
+	MaxDepth int           // layers before a rebuild from the base; default 8
+	Timeout  time.Duration // per install; default 10 minutes
+	Log      *slog.Logger  // nil discards
+
+	group singleflight.Group // one build per layer key at a time
+}
+
+// layer is one planned install.
+type layer struct {
+	parent    engine.Image
+	parentRef string
+	specs     []string // what this layer installs
+	all       []string // the lineage's full requirement set after it
+	depth     int
+	installer string
+	key       string
+}
+
+// Tag is the image tag of a layer key.
+func (l layer) tag() string { return layerRepo + ":" + l.key[:32] }
+
+// plan decides the parent and the specs for installing add on top of env.
+func (in *Installer) plan(ctx context.Context, env Environment, add []string) (layer, error) {
+	l := layer{all: mergeSpecs(env.Requirements, add), specs: add, depth: env.Depth + 1, parentRef: env.Ref()}
+	if l.depth > in.maxDepth() {
+		l.parentRef, l.specs, l.depth = env.BaseImage, l.all, 1
+	}
+	img, found, err := in.Engine.InspectImage(ctx, l.parentRef)
+	if err != nil {
+		return l, err
+	}
+	if !found {
+		return l, fmt.Errorf("image %s does not exist", l.parentRef)
+	}
+	l.parent, l.installer = img, installerFor(env, img)
+	l.key = layerKey(img.ID, l.installer, env.Python(), l.specs, in.Index, wheelhouseDigest(in.Index.Wheelhouse))
+	return l, nil
+}
+
+func (in *Installer) maxDepth() int {
+	if in.MaxDepth > 0 {
+		return in.MaxDepth
+	}
+	return 8
+}
+
+// installerFor is uv for a venv-uv environment whose image has uv, else pip.
+func installerFor(env Environment, img engine.Image) string {
+	if env.Type == EnvVenvUV && img.Labels[LabelInstaller] == "uv" {
+		return "uv"
+	}
+	return "pip"
+}
+
+// layerKey hashes everything that decides a layer's content.
+func layerKey(parentID, installer string, python, specs []string, idx Index, wheels string) string {
+	h := sha256.New()
+	for _, part := range []string{parentID, installer, strings.Join(python, "\x00"), strings.Join(specs, "\x00"),
+		idx.URL, idx.ExtraURL, wheels} {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// wheelhouseDigest summarises a wheelhouse (names, sizes, times) so a
+// changed wheelhouse makes new keys.
+func wheelhouseDigest(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	h := sha256.New()
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil // unreadable entries simply do not count
+		}
+		if fi, err := d.Info(); err == nil {
+			fmt.Fprintf(h, "%s %d %d\n", p, fi.Size(), fi.ModTime().UnixNano())
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// mergeSpecs adds specs to have, a new spec replacing one of the same name.
+func mergeSpecs(have, add []string) []string {
+	byName := map[string]string{}
+	for _, s := range append(slices.Clone(have), add...) {
+		byName[specName(s)] = s
+	}
+	out := make([]string, 0, len(byName))
+	for _, s := range byName {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// specName is the normalized project name at the start of a canonical spec.
+func specName(spec string) string {
+	end := strings.IndexAny(spec, "[<>=!~;@ (")
+	if end < 0 {
+		end = len(spec)
+	}
+	return normalizeName(spec[:end])
+}
+
+// command is the install argv for the layer.
+func (in *Installer) command(env Environment, l layer) []string {
+	var args []string
+	switch {
+	case in.Index.Wheelhouse != "" && in.Index.URL == "" && in.Index.ExtraURL == "":
+		args = append(args, "--no-index", "--find-links", wheelhouseMount)
+	case in.Index.Wheelhouse != "":
+		args = append(args, "--find-links", wheelhouseMount)
+	}
+	if in.Index.URL != "" {
+		args = append(args, "--index-url", in.Index.URL)
+	}
+	if in.Index.ExtraURL != "" {
+		args = append(args, "--extra-index-url", in.Index.ExtraURL)
+	}
+	args = append(append(args, "--"), l.specs...)
+	if l.installer == "uv" {
+		return append([]string{"uv", "pip", "install", "--no-cache", "--python", env.Python()[0]}, args...)
+	}
+	py := env.Python()
+	return append(append(slices.Clone(py), "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"), args...)
+}
+
+// labelsJSON renders the requirement list for a label.
+func labelsJSON(specs []string) string {
+	b, _ := json.Marshal(specs) // a []string always marshals
+	return string(b)
+}
+
+// commitChanges are the Dockerfile instructions applied on commit: the
+// parent's command and user back, provenance labels, and the installer's
+// owner labels neutralised so containers from the image are not mistaken
+// for pybox's own.
+func commitChanges(env Environment, l layer, now time.Time) []string {
+	labels := [][2]string{
+		{ocispec.AnnotationCreated, now.UTC().Format(time.RFC3339)},
+		{ocispec.AnnotationBaseImageName, l.parentRef},
+		{ocispec.AnnotationBaseImageDigest, l.parent.ID},
+		{ocispec.AnnotationDescription, "pybox package layer: " + strings.Join(l.specs, " ")},
+		{LabelKey, l.key}, {LabelRequirements, labelsJSON(l.all)}, {LabelDepth, strconv.Itoa(l.depth)},
+		{LabelEnvType, env.Type}, {"pybox.managed", "image"}, {"pybox.owner", ""}, {"pybox.pid", ""},
+		{"pybox.host", ""}, {"pybox.role", "package-layer"},
+	}
+	changes := make([]string, 0, len(labels)+2)
+	for _, kv := range labels {
+		changes = append(changes, "LABEL "+kv[0]+"="+dockerfileQuote(kv[1]))
+	}
+	if l.parent.User != "" {
+		changes = append(changes, "USER "+l.parent.User)
+	}
+	if len(l.parent.Cmd) > 0 {
+		cmd, _ := json.Marshal(l.parent.Cmd) // a []string always marshals
+		changes = append(changes, "CMD "+string(cmd))
+	}
+	return changes
+}
+
+// dockerfileQuote double-quotes v for a Dockerfile LABEL.
+func dockerfileQuote(v string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", " ")
+	return `"` + r.Replace(v) + `"`
+}
+
+// installSpec is the install container: the parent image, root inside it
+// (to write the venv) but no capabilities, no workspace, the wheelhouse
+// read-only, and the configured network.
+func (in *Installer) installSpec(env Environment, l layer, out *tailBuffer) engine.Spec {
+	network := orDefaultString(in.Index.Network, "bridge")
+	cfg := &container.Config{
+		Image: l.parent.ID, Cmd: in.command(env, l), User: "0:0", Labels: in.Owner.Labels("install"),
+		Env: []string{"HOME=/root", "PIP_NO_CACHE_DIR=1", "UV_NO_CACHE=1", "UV_PYTHON_DOWNLOADS=never",
+			"PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
+		NetworkDisabled: network == "none", AttachStdout: true, AttachStderr: true,
+	}
+	host := &container.HostConfig{
+		NetworkMode: container.NetworkMode(network), CapDrop: []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"}, Init: ptrTrue(), LogConfig: container.LogConfig{Type: "none"},
+		Resources: container.Resources{Memory: 2 << 30, MemorySwap: 2 << 30, NanoCPUs: 2e9, PidsLimit: ptrInt(512)},
+	}
+	if in.Index.Wheelhouse != "" {
+		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: in.Index.Wheelhouse, Target: wheelhouseMount, ReadOnly: true}}
+	}
+	return engine.Spec{Name: in.Owner.ContainerName("install"), Config: cfg, Host: host, Stdout: out, Stderr: out, Timeout: in.timeout()}
+}
+
+func (in *Installer) timeout() time.Duration {
+	if in.Timeout > 0 {
+		return in.Timeout
+	}
+	return 10 * time.Minute
+}
+
+func ptrTrue() *bool        { t := true; return &t }
+func ptrInt(v int64) *int64 { return &v }
+func wheelhouseOK(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("wheelhouse %s is not a readable directory", dir)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// InstallResult is what an install did.
+type InstallResult struct {
+	Env       Environment   // the environment after the install
+	Cached    bool          // an existing layer (or the environment itself) had it: no container ran
+	Installer string        // uv or pip ("" when nothing was needed)
+	Output    string        // the installer's output (its tail), empty when cached
+	Duration  time.Duration // wall-clock time of the whole call
+}
+
+// Install adds the canonical specs to env: it reuses the layer with the
+// same content key when one exists, and otherwise runs the installer in a
+// fresh container from env's image and commits it. env itself is never
+// changed; on failure no image or container is left.
+func (in *Installer) Install(ctx context.Context, env Environment, specs []string) (InstallResult, error) {
+	start := time.Now()
+	missing := slices.DeleteFunc(slices.Clone(specs), func(s string) bool { return slices.Contains(env.Requirements, s) })
+	if len(missing) == 0 {
+		return InstallResult{Env: env, Cached: true, Duration: time.Since(start)}, nil
+	}
+	l, err := in.plan(ctx, env, missing)
+	if err != nil {
+		return InstallResult{}, err
+	}
+	img, cached, out, err := in.layerImage(ctx, env, l)
+	if err != nil {
+		return InstallResult{Output: out}, err
+	}
+	next := env
+	next.Image, next.ImageID, next.Requirements, next.Depth = l.tag(), img.ID, l.all, l.depth
+	return InstallResult{Env: next, Cached: cached, Installer: l.installer, Output: out, Duration: time.Since(start)}, nil
+}
+
+// layerImage returns the layer's image, building it once however many
+// callers ask at the same time. The build runs detached from any one
+// caller, so a caller giving up does not fail the others.
+func (in *Installer) layerImage(ctx context.Context, env Environment, l layer) (engine.Image, bool, string, error) {
+	if img, found, err := in.Engine.InspectImage(ctx, l.tag()); err != nil || found {
+		return img, found, "", err
+	}
+	ch := in.group.DoChan(l.key, func() (any, error) {
+		return in.build(context.WithoutCancel(ctx), env, l)
+	})
+	select {
+	case r := <-ch:
+		b, _ := r.Val.(built) // the zero value on error
+		return b.img, false, b.output, r.Err
+	case <-ctx.Done():
+		return engine.Image{}, false, "", context.Cause(ctx)
+	}
+}
+
+// built is the value a build flight shares.
+type built struct {
+	img    engine.Image
+	output string
+}
+
+// build runs the install container and commits it when the installer succeeds.
+func (in *Installer) build(ctx context.Context, env Environment, l layer) (built, error) {
+	if in.Index.Wheelhouse != "" {
+		if err := wheelhouseOK(in.Index.Wheelhouse); err != nil {
+			return built{}, err
+		}
+	}
+	out := &tailBuffer{max: 16 << 10}
+	spec := in.installSpec(env, l, out)
+	spec.OnExit = func(ctx context.Context, id string, exit engine.Exit) error {
+		if exit.Code != 0 || exit.TimedOut || exit.OOMKilled {
+			return nil
+		}
+		_, err := in.Engine.Commit(ctx, id, l.tag(), "pybox install "+strings.Join(l.specs, " "), commitChanges(env, l, time.Now()))
+		return err
+	}
+	in.log().Info("installing packages", "specs", l.specs, "installer", l.installer, "parent", l.parentRef, "key", l.key[:12])
+	exit, err := in.Engine.Run(ctx, spec)
+	b := built{output: out.String()}
+	switch {
+	case err != nil:
+		return b, err
+	case exit.TimedOut:
+		return b, fmt.Errorf("%w: timed out after %v", ErrInstallFailed, in.timeout())
+	case exit.OOMKilled:
+		return b, fmt.Errorf("%w: the installer ran out of memory", ErrInstallFailed)
+	case exit.Code != 0:
+		return b, fmt.Errorf("%w (exit status %d)", ErrInstallFailed, exit.Code)
+	}
+	img, found, err := in.Engine.InspectImage(ctx, l.tag())
+	if err == nil && !found {
+		err = errors.New("committed layer vanished")
+	}
+	b.img = img
+	return b, err
+}
+
+func (in *Installer) log() *slog.Logger {
+	if in.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return in.Log
+}
+

@@ -1,0 +1,199 @@
+package images
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// Prober runs a short Python snippet in a sandbox from image with python
+// and returns its standard output. Implemented by *sandbox.Sandbox.
+type Prober interface {
+	Probe(ctx context.Context, image string, python []string, code string) (string, error)
+}
+
+// ManagerConfig wires a Manager.
+type ManagerConfig struct {
+	Builder   *Builder          // ensures runtime images for runtime-based environments
+	Installer *Installer        // runs installs
+	Prober    Prober            // checks interpreters and lists installed packages
+	StatePath string            // state file; "" = the environment is not persisted
+	Policy    RequirementPolicy // what install specs may contain
+	Log       *slog.Logger      // nil discards
+}
+
+// Manager holds the active environment: it starts it, switches it,
+// installs into it and persists it. Safe for concurrent use.
+type Manager struct {
+	cfg     ManagerConfig
+	log     *slog.Logger
+	origin  string
+	mu      sync.Mutex // guards active
+	active  Environment
+	changes *semaphore.Weighted // one environment change (install, configure) at a time
+	flight  singleflight.Group  // identical concurrent install requests
+	pkgs    packageCache
+}
+
+// NewManager returns a Manager; call Start before use.
+func NewManager(cfg ManagerConfig) (*Manager, error) {
+	if cfg.Builder == nil || cfg.Installer == nil || cfg.Prober == nil {
+		return nil, errors.New("environment manager: builder, installer and prober are required")
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, log: log, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]map[string]string{}}}, nil
+}
+
+// Active returns the active environment.
+func (m *Manager) Active() Environment {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active
+}
+
+// Start activates the saved environment when it grew from the same
+// configuration as initial, else initial itself, making sure its image exists.
+func (m *Manager) Start(ctx context.Context, initial Environment) error {
+	initial, err := initial.Normalize()
+	if err != nil {
+		return err
+	}
+	m.origin = origin(initial)
+	env := initial
+	if saved, ok := m.saved(ctx); ok {
+		env = saved
+	}
+	if err := m.resolve(ctx, &env); err != nil {
+		return err
+	}
+	m.set(env)
+	return m.persist(env)
+}
+
+// saved returns the persisted environment when it applies and its image exists.
+func (m *Manager) saved(ctx context.Context) (Environment, bool) {
+	if m.cfg.StatePath == "" {
+		return Environment{}, false
+	}
+	st, ok, err := loadState(m.cfg.StatePath)
+	if err != nil {
+		m.log.Warn("ignoring environment state", "err", err)
+		return Environment{}, false
+	}
+	if !ok || st.Origin != m.origin {
+		return Environment{}, false
+	}
+	if _, found, err := m.cfg.Installer.Engine.InspectImage(ctx, st.Environment.Image); err != nil || !found {
+		m.log.Warn("saved environment's image is gone; starting from the configured one", "image", st.Environment.Image)
+		return Environment{}, false
+	}
+	return st.Environment, true
+}
+
+// resolve makes sure env's image exists (building a runtime image when the
+// environment is based on one) and records its ID.
+func (m *Manager) resolve(ctx context.Context, env *Environment) error {
+	if env.Variant != "" && env.Image == env.BaseImage {
+		if _, err := m.cfg.Builder.Ensure(ctx, env.Variant); err != nil {
+			return err
+		}
+	}
+	img, found, err := m.cfg.Installer.Engine.InspectImage(ctx, env.Image)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: image %s does not exist locally (pull or build it first)", errBadEnv, env.Image)
+	}
+	env.ImageID = img.ID
+	return nil
+}
+
+func (m *Manager) set(env Environment) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.active = env
+}
+
+func (m *Manager) persist(env Environment) error {
+	if m.cfg.StatePath == "" {
+		return nil
+	}
+	return saveState(m.cfg.StatePath, state{Origin: m.origin, Environment: env})
+}
+
+// Configure switches to a new environment after checking that its image
+// exists and its Python starts. On any error nothing changes.
+func (m *Manager) Configure(ctx context.Context, want Environment) (Environment, error) {
+	env, err := want.Normalize()
+	if err != nil {
+		return Environment{}, err
+	}
+	if err := m.changes.Acquire(ctx, 1); err != nil {
+		return Environment{}, context.Cause(ctx)
+	}
+	defer m.changes.Release(1)
+	if err := m.resolve(ctx, &env); err != nil {
+		return Environment{}, err
+	}
+	if _, err := m.cfg.Prober.Probe(ctx, env.ImageID, env.Python(), "import sys; print(sys.version)"); err != nil {
+		return Environment{}, fmt.Errorf("%w: Python does not start in %s with %v: %v", errBadEnv, env.Image, env.Python(), err)
+	}
+	if err := m.persist(env); err != nil {
+		return Environment{}, err
+	}
+	m.set(env)
+	return env, nil
+}
+
+// Install validates specs, installs them into the active environment and
+// switches to the result. Identical concurrent requests share one install.
+func (m *Manager) Install(ctx context.Context, specs []string) (InstallResult, error) {
+	reqs, err := ParseRequirements(specs, m.cfg.Policy)
+	if err != nil {
+		return InstallResult{}, err
+	}
+	canon := make([]string, len(reqs))
+	for i, r := range reqs {
+		canon[i] = r.String()
+	}
+	key, _ := json.Marshal(append([]string{m.Active().ImageID}, canon...)) // strings always marshal
+	ch := m.flight.DoChan(string(key), func() (any, error) { return m.install(context.WithoutCancel(ctx), canon) })
+	select {
+	case r := <-ch:
+		res, _ := r.Val.(InstallResult) // the zero value on error
+		return res, r.Err
+	case <-ctx.Done():
+		return InstallResult{}, context.Cause(ctx)
+	}
+}
+
+func (m *Manager) install(ctx context.Context, canon []string) (InstallResult, error) {
+	if err := m.changes.Acquire(ctx, 1); err != nil {
+		return InstallResult{}, err
+	}
+	defer m.changes.Release(1)
+	res, err := m.cfg.Installer.Install(ctx, m.Active(), canon)
+	if err != nil {
+		return res, err
+	}
+	if err := m.persist(res.Env); err != nil {
+		return res, err
+	}
+	m.set(res.Env)
+	return res, nil
+}
+
+// Engine is the Docker client the manager uses.
+func (m *Manager) Engine() *engine.Client { return m.cfg.Installer.Engine }
