@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 
 	"golang.org/x/sync/semaphore"
@@ -22,7 +23,9 @@ type Prober interface {
 
 // ManagerConfig wires a Manager.
 type ManagerConfig struct {
-	Builder   *Builder          // ensures runtime images for runtime-based environments
+	// EnsureRuntime makes sure the runtime image of a variant exists
+	// (building it if the configuration allows).
+	EnsureRuntime func(ctx context.Context, variant string) error
 	Installer *Installer        // runs installs
 	Prober    Prober            // checks interpreters and lists installed packages
 	StatePath string            // state file; "" = the environment is not persisted
@@ -36,8 +39,9 @@ type Manager struct {
 	cfg     ManagerConfig
 	log     *slog.Logger
 	origin  string
-	mu      sync.Mutex // guards active
+	mu      sync.Mutex // guards active and known
 	active  Environment
+	known   map[string]Environment
 	changes *semaphore.Weighted // one environment change (install, configure) at a time
 	flight  singleflight.Group  // identical concurrent install requests
 	pkgs    packageCache
@@ -45,8 +49,8 @@ type Manager struct {
 
 // NewManager returns a Manager; call Start before use.
 func NewManager(cfg ManagerConfig) (*Manager, error) {
-	if cfg.Builder == nil || cfg.Installer == nil || cfg.Prober == nil {
-		return nil, errors.New("environment manager: builder, installer and prober are required")
+	if cfg.EnsureRuntime == nil || cfg.Installer == nil || cfg.Prober == nil {
+		return nil, errors.New("environment manager: runtime ensurer, installer and prober are required")
 	}
 	log := cfg.Log
 	if log == nil {
@@ -54,6 +58,10 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	return &Manager{cfg: cfg, log: log, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]map[string]string{}}}, nil
 }
+
+// SetStatePath makes the manager load and save the active environment at
+// path. Call it before Start.
+func (m *Manager) SetStatePath(path string) { m.cfg.StatePath = path }
 
 // Active returns the active environment.
 func (m *Manager) Active() Environment {
@@ -73,6 +81,8 @@ func (m *Manager) Start(ctx context.Context, initial Environment) error {
 	env := initial
 	if saved, ok := m.saved(ctx); ok {
 		env = saved
+	} else if prev, ok := m.lookup(ctx, initial); ok {
+		env = prev
 	}
 	if err := m.resolve(ctx, &env); err != nil {
 		return err
@@ -91,6 +101,9 @@ func (m *Manager) saved(ctx context.Context) (Environment, bool) {
 		m.log.Warn("ignoring environment state", "err", err)
 		return Environment{}, false
 	}
+	m.mu.Lock()
+	m.known = st.Known
+	m.mu.Unlock()
 	if !ok || st.Origin != m.origin {
 		return Environment{}, false
 	}
@@ -105,7 +118,7 @@ func (m *Manager) saved(ctx context.Context) (Environment, bool) {
 // environment is based on one) and records its ID.
 func (m *Manager) resolve(ctx context.Context, env *Environment) error {
 	if env.Variant != "" && env.Image == env.BaseImage {
-		if _, err := m.cfg.Builder.Ensure(ctx, env.Variant); err != nil {
+		if err := m.cfg.EnsureRuntime(ctx, env.Variant); err != nil {
 			return err
 		}
 	}
@@ -120,17 +133,41 @@ func (m *Manager) resolve(ctx context.Context, env *Environment) error {
 	return nil
 }
 
+// lookup returns the last state of want's lineage when its image still exists.
+func (m *Manager) lookup(ctx context.Context, want Environment) (Environment, bool) {
+	m.mu.Lock()
+	prev, ok := m.known[want.identity()]
+	m.mu.Unlock()
+	if !ok {
+		return Environment{}, false
+	}
+	_, found, err := m.cfg.Installer.Engine.InspectImage(ctx, prev.Image)
+	return prev, err == nil && found
+}
+
 func (m *Manager) set(env Environment) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.active = env
+	if m.known == nil {
+		m.known = map[string]Environment{}
+	}
+	m.known[env.identity()] = env
 }
 
+// persist saves env as the active environment, with every known lineage.
 func (m *Manager) persist(env Environment) error {
 	if m.cfg.StatePath == "" {
 		return nil
 	}
-	return saveState(m.cfg.StatePath, state{Origin: m.origin, Environment: env})
+	m.mu.Lock()
+	known := maps.Clone(m.known)
+	m.mu.Unlock()
+	if known == nil {
+		known = map[string]Environment{}
+	}
+	known[env.identity()] = env
+	return saveState(m.cfg.StatePath, state{Origin: m.origin, Environment: env, Known: known})
 }
 
 // Configure switches to a new environment after checking that its image
@@ -144,6 +181,9 @@ func (m *Manager) Configure(ctx context.Context, want Environment) (Environment,
 		return Environment{}, context.Cause(ctx)
 	}
 	defer m.changes.Release(1)
+	if prev, ok := m.lookup(ctx, env); ok {
+		env = prev
+	}
 	if err := m.resolve(ctx, &env); err != nil {
 		return Environment{}, err
 	}

@@ -171,7 +171,7 @@ func TestTailBuffer(t *testing.T) {
 			t.Fatalf("Write(%q) = %d, %v", s, n, err)
 		}
 	}
-	if got, want := tb.String(), "e world"; got != want {
+	if got, want := tb.String(), "...\ne world"; got != want { // cut output is marked
 		t.Errorf("tail = %q, want %q", got, want)
 	}
 }

@@ -17,6 +17,16 @@ import (
 type state struct {
 	Origin      string      `json:"origin"`
 	Environment Environment `json:"environment"`
+	// Known is the last state of every environment used so far, by
+	// identity, so switching back restores its packages.
+	Known map[string]Environment `json:"known,omitempty"`
+}
+
+// identity names an environment's lineage: everything but what installs change.
+func (e Environment) identity() string {
+	e.Image, e.ImageID, e.Requirements, e.Depth = "", "", nil, 0
+	b, _ := json.Marshal(e) // a struct of strings and ints always marshals
+	return string(b)
 }
 
 // origin fingerprints the configured starting environment.

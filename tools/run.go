@@ -46,7 +46,7 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	if err := h.cfg.Ready(ctx); err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
 	}
-	prog := sandbox.Program{Workspace: h.cfg.Storage.Path(), File: r.file, Timeout: timeout}
+	prog := h.program(sandbox.Program{Workspace: h.cfg.Storage.Path(), File: r.file, Timeout: timeout})
 	if r.input != "" {
 		prog.Stdin = &r.input
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
 )
@@ -17,6 +18,8 @@ import (
 type Config struct {
 	Sandbox *sandbox.Sandbox // required
 	Storage *storage.Dir     // required: the code-storage directory
+	Envs    Environments     // required: the active environment and installs
+	Index   images.Index     // package index settings, for reporting
 	// Ready, when set, blocks until the runtime is usable (the image built
 	// on first use) or returns why it is not.
 	Ready         func(ctx context.Context) error
@@ -38,8 +41,8 @@ type handlers struct{ cfg Config }
 
 // NewServer builds the MCP server with every tool registered.
 func NewServer(cfg Config) (*mcp.Server, error) {
-	if cfg.Sandbox == nil || cfg.Storage == nil {
-		return nil, errors.New("tools: a sandbox and a code storage are required")
+	if cfg.Sandbox == nil || cfg.Storage == nil || cfg.Envs == nil {
+		return nil, errors.New("tools: a sandbox, a code storage and an environment manager are required")
 	}
 	cfg.MaxCodeBytes = orDefault(cfg.MaxCodeBytes, DefaultMaxCodeBytes)
 	cfg.MaxInputBytes = orDefault(cfg.MaxInputBytes, DefaultMaxInputBytes)
@@ -55,6 +58,10 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 		&mcp.ServerOptions{Instructions: instructions})
 	h := &handlers{cfg: cfg}
 	mcp.AddTool(s, executeCodeTool, h.executeCode)
+	mcp.AddTool(s, installDependenciesTool, h.installDependencies)
+	mcp.AddTool(s, checkInstalledPackagesTool, h.checkInstalledPackages)
+	mcp.AddTool(s, configureEnvironmentTool, h.configureEnvironment)
+	mcp.AddTool(s, getEnvironmentConfigTool, h.getEnvironmentConfig)
 	return s, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -20,14 +22,18 @@ import (
 
 // app is the wired runtime shared by serve, run and bench.
 type app struct {
-	cfg     *config
-	log     *slog.Logger
-	engine  *engine.Client
-	sandbox *sandbox.Sandbox
-	image   string
+	cfg      *config
+	log      *slog.Logger
+	engine   *engine.Client
+	sandbox  *sandbox.Sandbox
+	envs     *images.Manager
+	index    images.Index
+	image    string
+	progress io.Writer // where long work (image builds, installs) reports
 }
 
 // newApp validates the configuration and connects the parts.
+// Logs and progress go to stderr.
 func newApp(c *config, stderr io.Writer) (*app, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -54,7 +60,46 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		eng.Close()
 		return nil, err
 	}
-	return &app{cfg: c, log: log, engine: eng, sandbox: sb, image: image}, nil
+	a := &app{cfg: c, log: log, engine: eng, sandbox: sb, image: image, progress: stderr}
+	if err := a.newManager(); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// newManager wires the environment manager and its installer.
+func (a *app) newManager() error {
+	idx, err := a.cfg.index()
+	if err != nil {
+		return err
+	}
+	a.index = idx
+	inst := &images.Installer{Engine: a.engine, Owner: a.sandbox.Owner(), Index: idx, Timeout: a.cfg.InstallTime, Log: a.log}
+	a.envs, err = images.NewManager(images.ManagerConfig{
+		EnsureRuntime: a.ensureRuntime, Installer: inst, Prober: a.sandbox,
+		Policy: images.RequirementPolicy{AllowURLs: a.cfg.AllowURLReqs}, Log: a.log,
+	})
+	return err
+}
+
+// start makes the configured environment usable: the runtime image, the
+// saved (or configured) environment, and PREINSTALLED_PACKAGES. With
+// persist, the active environment is loaded from and saved to the state dir.
+func (a *app) start(ctx context.Context, persist bool) error {
+	if persist {
+		a.envs.SetStatePath(filepath.Join(a.cfg.StateDir, "environment.json"))
+	}
+	if err := a.envs.Start(ctx, a.cfg.initialEnv()); err != nil {
+		return err
+	}
+	if pre := a.cfg.preinstalled(); len(pre) > 0 {
+		fmt.Fprintf(a.progress, "pybox: making sure PREINSTALLED_PACKAGES are installed: %s\n", strings.Join(pre, " "))
+		if _, err := a.envs.Install(ctx, pre); err != nil {
+			return fmt.Errorf("PREINSTALLED_PACKAGES: %w", err)
+		}
+	}
+	return nil
 }
 
 func (a *app) Close() error { return a.engine.Close() }
@@ -81,30 +126,23 @@ func openStorage(path string) (*storage.Dir, error) {
 	return dir, nil
 }
 
-// ensureImage makes sure the runtime image exists, building it as the
-// build setting says. Progress goes to progress.
-func (a *app) ensureImage(ctx context.Context, progress io.Writer) error {
-	_, found, err := a.engine.InspectImage(ctx, a.image)
+// ensureRuntime makes sure the runtime image of variant exists, building
+// it as the build setting says, with progress on the app's progress writer.
+func (a *app) ensureRuntime(ctx context.Context, variant string) error {
+	tag := images.Tag(variant)
+	_, found, err := a.engine.InspectImage(ctx, tag)
 	switch {
 	case err != nil:
 		return err
-	case a.cfg.Image != "" && !found:
-		return fmt.Errorf("image %s does not exist", a.image)
-	case a.cfg.Image != "":
-		return nil // a user-chosen image is used as it is
 	case a.cfg.Build == "never" && !found:
-		return fmt.Errorf("runtime image %s is missing and building is off (PYBOX_BUILD=never): run `pybox image build`", a.image)
-	case a.cfg.Build == "never":
+		return fmt.Errorf("runtime image %s is missing and building is off (PYBOX_BUILD=never): run `pybox image build`", tag)
+	case a.cfg.Build == "never" || (found && a.cfg.Build != "auto"):
 		return nil
 	}
-	b := &images.Builder{Engine: a.engine, Log: a.log, Progress: progress, Mirror: a.cfg.Mirror}
-	variant, _ := images.ParseVariant(a.cfg.Variant) // validated in newApp
+	b := &images.Builder{Engine: a.engine, Log: a.log, Progress: a.progress, Mirror: a.cfg.Mirror}
 	if a.cfg.Build == "auto" {
 		_, err = b.Ensure(ctx, variant)
 		return err
-	}
-	if found {
-		return nil
 	}
 	_, err = b.Build(ctx, images.BuildOptions{Variant: variant, Offline: a.cfg.Build == "offline"})
 	return err
@@ -114,16 +152,15 @@ func (a *app) ensureImage(ctx context.Context, progress io.Writer) error {
 // background on the server's context, and lets each call wait for it.
 // A failed attempt (say, Docker was down) is retried by the next call.
 type readiness struct {
-	app      *app
-	ctx      context.Context // the server's: a cancelled call must not stop a build
-	progress io.Writer
-	flight   singleflight.Group
-	ok       atomic.Bool
-	wg       sync.WaitGroup
+	app    *app
+	ctx    context.Context // the server's: a cancelled call must not stop a build
+	flight singleflight.Group
+	ok     atomic.Bool
+	wg     sync.WaitGroup
 }
 
-func (a *app) newReadiness(ctx context.Context, progress io.Writer) *readiness {
-	r := &readiness{app: a, ctx: ctx, progress: progress}
+func (a *app) newReadiness(ctx context.Context) *readiness {
+	r := &readiness{app: a, ctx: ctx}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -132,15 +169,15 @@ func (a *app) newReadiness(ctx context.Context, progress io.Writer) *readiness {
 	return r
 }
 
-// wait blocks until the image is ready or ctx ends.
+// wait blocks until the environment is ready or ctx ends.
 func (r *readiness) wait(ctx context.Context) error {
 	if r.ok.Load() {
 		return nil
 	}
 	ch := r.flight.DoChan("ensure", func() (any, error) {
-		err := r.app.ensureImage(r.ctx, r.progress)
+		err := r.app.start(r.ctx, true)
 		if err != nil {
-			r.app.log.Error("runtime image not ready", "image", r.app.image, "err", err)
+			r.app.log.Error("environment not ready", "image", r.app.image, "err", err)
 		}
 		r.ok.Store(err == nil)
 		return nil, err
@@ -148,7 +185,7 @@ func (r *readiness) wait(ctx context.Context) error {
 	select {
 	case res := <-ch:
 		if res.Err != nil && !errors.Is(res.Err, engine.ErrUnreachable) {
-			return fmt.Errorf("the runtime image is not available: %w", res.Err)
+			return fmt.Errorf("the Python environment is not ready: %w", res.Err)
 		}
 		return res.Err
 	case <-ctx.Done():

@@ -51,8 +51,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer a.Close()
-	if err := a.ensureImage(ctx, stderr); err != nil {
-		return err
+	if a.cfg.Image == "" {
+		if err := a.ensureRuntime(ctx, a.cfg.initialEnv().Variant); err != nil {
+			return err
+		}
 	}
 	b := &bench{n: *n, image: a.image, stderr: stderr}
 	rep, err := b.run(ctx, c.forwardFlags(fs))

@@ -37,6 +37,19 @@ type config struct {
 	LogLevel      string
 	Mirror        string
 	Build         string
+	EnvType       string
+	VenvPath      string
+	UVVenvPath    string
+	CondaName     string
+	PythonPath    string
+	Preinstalled  string
+	IndexURL      string
+	ExtraIndexURL string
+	Wheelhouse    string
+	InstallNet    string
+	InstallTime   time.Duration
+	StateDir      string
+	AllowURLReqs  bool
 }
 
 // setting ties a flag to its environment variable.
@@ -69,6 +82,19 @@ func (c *config) settings() []setting {
 		{"log-level", "PYBOX_LOG_LEVEL", "log level on stderr: debug, info, warn, error", str(&c.LogLevel, "info")},
 		{"debian-mirror", "PYBOX_DEBIAN_MIRROR", "Debian mirror for offline image builds", str(&c.Mirror, "http://deb.debian.org/debian")},
 		{"build", "PYBOX_BUILD", "build the runtime image when missing: auto (online, then offline), online, offline, never", str(&c.Build, "auto")},
+		{"env-type", "ENV_TYPE", "environment type at start: venv-uv, venv, conda, image", str(&c.EnvType, images.EnvVenvUV)},
+		{"venv-path", "VENV_PATH", "venv inside the image for ENV_TYPE=venv", str(&c.VenvPath, "")},
+		{"uv-venv-path", "UV_VENV_PATH", "venv inside the image for ENV_TYPE=venv-uv", str(&c.UVVenvPath, "")},
+		{"conda-env-name", "CONDA_ENV_NAME", "conda environment for ENV_TYPE=conda (needs an --image with conda)", str(&c.CondaName, "")},
+		{"python-path", "PYBOX_PYTHON_PATH", "interpreter inside --image for ENV_TYPE=image", str(&c.PythonPath, "")},
+		{"preinstalled-packages", "PREINSTALLED_PACKAGES", "space-separated requirements installed at start (cached as an image layer)", str(&c.Preinstalled, "")},
+		{"index-url", "PYBOX_INDEX_URL", "package index URL for installs (default PyPI)", str(&c.IndexURL, "")},
+		{"extra-index-url", "PYBOX_EXTRA_INDEX_URL", "extra package index URL", str(&c.ExtraIndexURL, "")},
+		{"wheelhouse", "PYBOX_WHEELHOUSE", "host directory of wheels mounted read-only into installs; alone, no index is used", str(&c.Wheelhouse, "")},
+		{"install-network", "PYBOX_INSTALL_NETWORK", "network of install containers: bridge, none, host", str(&c.InstallNet, "bridge")},
+		{"install-timeout", "PYBOX_INSTALL_TIMEOUT", "time limit of one install", dur(&c.InstallTime, 10*time.Minute)},
+		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts", str(&c.StateDir, defaultStateDir())},
+		{"allow-url-requirements", "PYBOX_ALLOW_URL_REQUIREMENTS", "let install_dependencies accept `name @ https://...` requirements", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowURLReqs, n, false, u) }},
 	}
 }
 
@@ -180,7 +206,64 @@ func (c *config) validate() error {
 	if _, err := c.image(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.initialEnv().Normalize(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.index(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// initialEnv is the environment the configuration asks for at start.
+func (c *config) initialEnv() images.Environment {
+	env := images.Environment{Type: c.EnvType, CondaName: c.CondaName, PythonPath: c.PythonPath, BaseImage: c.Image}
+	switch c.EnvType {
+	case images.EnvVenv:
+		env.VenvPath = c.VenvPath
+	case images.EnvVenvUV, "":
+		env.VenvPath = c.UVVenvPath
+	}
+	if c.Image == "" && c.EnvType != images.EnvImage {
+		env.Variant = c.Variant
+	}
+	return env
+}
+
+// index is the package index configuration.
+func (c *config) index() (images.Index, error) {
+	idx := images.Index{URL: c.IndexURL, ExtraURL: c.ExtraIndexURL, Wheelhouse: c.Wheelhouse, Network: c.InstallNet}
+	switch c.InstallNet {
+	case "bridge", "none", "host":
+	default:
+		return idx, fmt.Errorf("install network %q: use bridge, none or host", c.InstallNet)
+	}
+	if idx.Wheelhouse != "" {
+		abs, err := filepath.Abs(idx.Wheelhouse)
+		if err != nil {
+			return idx, fmt.Errorf("wheelhouse: %w", err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return idx, fmt.Errorf("wheelhouse %s is not a directory", abs)
+		}
+		idx.Wheelhouse = abs
+	}
+	return idx, nil
+}
+
+// preinstalled splits PREINSTALLED_PACKAGES.
+func (c *config) preinstalled() []string { return strings.Fields(c.Preinstalled) }
+
+// defaultStateDir is a per-user state directory (never inside code
+// storage, which sandboxed code can write).
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "pybox")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "pybox")
+	}
+	return filepath.Join(os.TempDir(), "pybox-"+strconv.Itoa(os.Getuid()), "state")
 }
 
 // defaultStorageDir is a per-user data directory.

@@ -63,7 +63,9 @@ func startServer(t *testing.T, env ...string) *server {
 	testenv.RuntimeImage(t, eng, "base")
 	s := &server{t: t, storage: t.TempDir(), eng: eng, stderr: &syncBuffer{}}
 	s.cmd = exec.Command(pyboxBin, "serve")
-	s.cmd.Env = append(os.Environ(), append([]string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_BUILD=never"}, env...)...)
+	// Later entries win, so a caller can pass its own storage or state dir.
+	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + t.TempDir(), "PYBOX_BUILD=never"}
+	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
 	s.cmd.Stderr = s.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: s.cmd}, nil)

@@ -89,7 +89,7 @@ func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr 
 		return sandbox.Result{}, err
 	}
 	defer a.Close()
-	if err := a.ensureImage(ctx, stderr); err != nil {
+	if err := a.start(ctx, false); err != nil {
 		return sandbox.Result{}, err
 	}
 	ws, err := os.MkdirTemp("", "pybox-run-")
@@ -106,7 +106,8 @@ func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr 
 	if err := store.Create(name, code); err != nil {
 		return sandbox.Result{}, err
 	}
-	return a.sandbox.Run(ctx, sandbox.Program{Workspace: store.Path(), File: name, Stdin: input})
+	env := a.envs.Active()
+	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(), Workspace: store.Path(), File: name, Stdin: input})
 }
 
 // report prints the result and returns the exit status for it.

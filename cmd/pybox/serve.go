@@ -35,14 +35,14 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	} else if n > 0 {
 		a.log.Info("removed containers left by a previous pybox", "count", n)
 	}
-	ready := a.newReadiness(ctx, stderr)
+	ready := a.newReadiness(ctx)
 	defer ready.wg.Wait()
 	codeLimit, err := c.codeLimit()
 	if err != nil {
 		return err
 	}
 	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit,
+		Sandbox: a.sandbox, Storage: store, Envs: a.envs, Index: a.index, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit,
 		MaxTimeout: c.MaxTimeout, Version: version, Log: a.log,
 	})
 	if err != nil {

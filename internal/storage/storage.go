@@ -27,6 +27,8 @@ var (
 type Dir struct {
 	path string
 	root *os.Root
+
+	appendMu appendMutex // serializes Append (append.go)
 }
 
 // Open creates (if needed) and opens the directory at path.

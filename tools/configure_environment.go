@@ -1,0 +1,43 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/images"
+)
+
+var configureEnvironmentTool = &mcp.Tool{
+	Name: "configure_environment",
+	Description: "Switch the Python environment programs run in. type: venv-uv (default: the runtime image's venv, " +
+		"optional venv_path and variant), venv (venv_path inside the image), conda (conda_name, in an image that has conda), " +
+		"or image (any local image with python_path). The choice is checked (image present, Python starts) before it " +
+		"takes effect, and it survives a server restart. A wrong combination is an error and changes nothing.",
+	Annotations: &mcp.ToolAnnotations{Title: "Configure the environment", IdempotentHint: true},
+}
+
+// ConfigureEnvironmentInput are configure_environment's arguments.
+type ConfigureEnvironmentInput struct {
+	Type       string `json:"type" jsonschema:"venv-uv, venv, conda or image"`
+	VenvPath   string `json:"venv_path,omitempty" jsonschema:"venv inside the image (venv-uv, venv; default /opt/venv)"`
+	CondaName  string `json:"conda_name,omitempty" jsonschema:"conda environment name (conda)"`
+	Image      string `json:"image,omitempty" jsonschema:"local image to use (image, conda; optional for venv types)"`
+	PythonPath string `json:"python_path,omitempty" jsonschema:"interpreter inside the image (image; default python3)"`
+	Variant    string `json:"variant,omitempty" jsonschema:"runtime image variant for venv types: base or datascience (numpy, pandas, matplotlib)"`
+}
+
+func (h *handlers) configureEnvironment(ctx context.Context, req *mcp.CallToolRequest, in ConfigureEnvironmentInput) (*mcp.CallToolResult, EnvironmentView, error) {
+	if err := h.cfg.Ready(ctx); err != nil {
+		return nil, EnvironmentView{}, h.infraError(ctx, err)
+	}
+	env, err := h.cfg.Envs.Configure(ctx, images.Environment{Type: in.Type, VenvPath: in.VenvPath, CondaName: in.CondaName,
+		BaseImage: in.Image, PythonPath: in.PythonPath, Variant: in.Variant})
+	if err != nil {
+		return nil, EnvironmentView{}, h.envError(ctx, "configure the environment", err)
+	}
+	v := h.view(env)
+	text := fmt.Sprintf("Environment is now %s in %s (Python: %v).", v.Type, v.Image, v.Python)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, v, nil
+}
