@@ -26,6 +26,7 @@ type Config struct {
 	MaxCodeBytes  int           // largest program accepted; default 1 MiB
 	MaxInputBytes int           // largest stdin text accepted; default 1 MiB
 	MaxTimeout    time.Duration // cap on a call's timeout_s; default 300s
+	MaxFileBytes  int           // largest code file the file tools build or read; default 8 MiB
 	Version       string        // reported to clients
 	Log           *slog.Logger  // nil discards
 }
@@ -35,6 +36,7 @@ const (
 	DefaultMaxCodeBytes  = 1 << 20
 	DefaultMaxInputBytes = 1 << 20
 	DefaultMaxTimeout    = 300 * time.Second
+	DefaultMaxFileBytes  = 8 << 20
 )
 
 type handlers struct{ cfg Config }
@@ -47,6 +49,7 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 	cfg.MaxCodeBytes = orDefault(cfg.MaxCodeBytes, DefaultMaxCodeBytes)
 	cfg.MaxInputBytes = orDefault(cfg.MaxInputBytes, DefaultMaxInputBytes)
 	cfg.MaxTimeout = orDefault(cfg.MaxTimeout, DefaultMaxTimeout)
+	cfg.MaxFileBytes = orDefault(cfg.MaxFileBytes, DefaultMaxFileBytes)
 	cfg.Version = orDefault(cfg.Version, "dev")
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -58,6 +61,10 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 		&mcp.ServerOptions{Instructions: instructions})
 	h := &handlers{cfg: cfg}
 	mcp.AddTool(s, executeCodeTool, h.executeCode)
+	mcp.AddTool(s, initializeCodeFileTool, h.initializeCodeFile)
+	mcp.AddTool(s, appendToCodeFileTool, h.appendToCodeFile)
+	mcp.AddTool(s, readCodeFileTool, h.readCodeFile)
+	mcp.AddTool(s, executeCodeFileTool, h.executeCodeFile)
 	mcp.AddTool(s, installDependenciesTool, h.installDependencies)
 	mcp.AddTool(s, checkInstalledPackagesTool, h.checkInstalledPackages)
 	mcp.AddTool(s, configureEnvironmentTool, h.configureEnvironment)

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/internal/testenv"
+	"github.com/pybox-dev/pybox/tools"
+)
+
+// packageServer starts a server that installs from wh with no network.
+// Package-layer images the test created are removed at its end.
+func packageServer(t *testing.T, wh string, env ...string) *server {
+	t.Helper()
+	eng := testenv.Docker(t)
+	before := map[string]bool{}
+	for _, img := range layerImages(t, eng) {
+		before[img.ID] = true
+	}
+	t.Cleanup(func() {
+		for _, img := range layerImages(t, eng) {
+			if !before[img.ID] {
+				if err := eng.RemoveImage(context.Background(), img.ID); err != nil {
+					t.Logf("removing test layer %s: %v", img.ID, err)
+				}
+			}
+		}
+	})
+	return startServer(t, append([]string{"PYBOX_WHEELHOUSE=" + wh, "PYBOX_INSTALL_NETWORK=none"}, env...)...)
+}
+
+func layerImages(t *testing.T, eng *engine.Client) []engine.Image {
+	t.Helper()
+	list, err := eng.ListImages(context.Background(), "pybox.managed", "image")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// install calls install_dependencies and fails the test on a tool error.
+func (s *server) install(pkgs ...string) tools.InstallDependenciesOutput {
+	s.t.Helper()
+	res := s.call("install_dependencies", map[string]any{"packages": pkgs})
+	if res.IsError {
+		s.t.Fatalf("install %v: %s", pkgs, text(res))
+	}
+	return decode[tools.InstallDependenciesOutput](s.t, res)
+}
+
+func (s *server) envConfig() tools.EnvironmentView {
+	s.t.Helper()
+	return decode[tools.EnvironmentView](s.t, s.call("get_environment_config", map[string]any{}))
+}
+
+// containersCreated counts pybox containers created while f runs.
+func (s *server) containersCreated(f func()) int {
+	s.t.Helper()
+	since := time.Now().Add(-50 * time.Millisecond)
+	f()
+	time.Sleep(100 * time.Millisecond) // let the daemon's event log catch up with the last call
+	ev, err := s.eng.ContainerEvents(context.Background(), since, time.Now(), map[string]string{"pybox.managed": "true"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	n := 0
+	for _, a := range ev {
+		if a == "create" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestInstallThenImport: an install is visible to later runs, its cache hit
+// starts no container, and the versions are reported.
+func TestInstallThenImport(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	s := packageServer(t, wh)
+	first := s.install("pyboxdemo")
+	if first.Cached || first.Installer != "pip" || first.Image == "" {
+		t.Fatalf("first install: %+v; want a real pip install", first)
+	}
+	out, _ := s.exec(map[string]any{"code": "import pyboxdemo, pyboxbase\nprint(pyboxdemo.answer(), pyboxbase.VERSION)"})
+	if out.Stdout != "42 2.0\n" {
+		t.Fatalf("import after install: stdout %q stderr %q", out.Stdout, out.Stderr)
+	}
+	var again tools.InstallDependenciesOutput
+	var hitText string
+	n := s.containersCreated(func() {
+		res := s.call("install_dependencies", map[string]any{"packages": []string{"PyBoxDemo"}})
+		again, hitText = decode[tools.InstallDependenciesOutput](t, res), text(res)
+	})
+	if !again.Cached || !strings.Contains(hitText, "cached") || n != 0 {
+		t.Errorf("repeat install: cached=%v text=%q containers created=%d; want a cache hit with no container", again.Cached, hitText, n)
+	}
+	var st tools.CheckInstalledPackagesOutput
+	n = s.containersCreated(func() {
+		for range 2 {
+			st = decode[tools.CheckInstalledPackagesOutput](t, s.call("check_installed_packages",
+				map[string]any{"packages": []string{"pyboxdemo", "PyBoxBase", "nosuchpkg"}}))
+		}
+	})
+	want := []struct {
+		installed bool
+		version   string
+	}{{true, "1.0"}, {true, "2.0"}, {false, ""}}
+	for i, w := range want {
+		if p := st.Packages[i]; p.Installed != w.installed || p.Version != w.version {
+			t.Errorf("check %s: installed=%v version=%q; want %v %q", p.Name, p.Installed, p.Version, w.installed, w.version)
+		}
+	}
+	if n > 1 {
+		t.Errorf("two checks of one image started %d containers; want at most one (the listing is cached)", n)
+	}
+}
+
+// TestLayerCacheAcrossServers: a second server asking for the same
+// packages on the same base reuses the committed layer without a container.
+func TestLayerCacheAcrossServers(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	s1 := packageServer(t, wh)
+	first := s1.install("pyboxbase==1.0")
+	s2 := packageServer(t, wh)
+	var hit tools.InstallDependenciesOutput
+	n := s2.containersCreated(func() { hit = s2.install("pyboxbase == 1.0") })
+	if !hit.Cached || hit.Image != first.Image || n != 0 {
+		t.Errorf("second server: cached=%v image %q (first %q), containers created %d; want the same layer, no container",
+			hit.Cached, hit.Image, first.Image, n)
+	}
+	if out, _ := s2.exec(map[string]any{"code": "import pyboxbase; print(pyboxbase.VERSION)"}); out.Stdout != "1.0\n" {
+		t.Errorf("import on the second server: %q %q", out.Stdout, out.Stderr)
+	}
+}
+
+// TestConcurrentIdenticalInstalls run once.
+func TestConcurrentIdenticalInstalls(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	testenv.WriteWheel(t, wh, testenv.Wheel{Name: "pyboxconc", Version: "1.0", Code: "X = 1\n"})
+	s := packageServer(t, wh)
+	var wg sync.WaitGroup
+	results := make([]string, 4)
+	installs := s.containersCreated(func() {
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := s.cs.CallTool(t.Context(), callParams("install_dependencies", map[string]any{"packages": []string{"pyboxconc"}}))
+				if err != nil {
+					results[i] = err.Error()
+				} else if res.IsError {
+					results[i] = text(res)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	for i, r := range results {
+		if r != "" {
+			t.Errorf("install %d failed: %s", i, r)
+		}
+	}
+	if installs != 1 {
+		t.Errorf("4 identical concurrent installs created %d containers; want exactly 1", installs)
+	}
+}
+
+// TestFailedInstallChangesNothing: pip's message comes back, and the
+// environment, the images and the containers are as before.
+func TestFailedInstallChangesNothing(t *testing.T) {
+	s := packageServer(t, testenv.Wheelhouse(t))
+	s.install("pyboxother")
+	before := s.envConfig()
+	layersBefore := s.layerImages()
+	res := s.call("install_dependencies", map[string]any{"packages": []string{"pyboxmissing==9.9"}})
+	if !res.IsError || !strings.Contains(text(res), "pyboxmissing") || !strings.Contains(strings.ToLower(text(res)), "no matching distribution") {
+		t.Fatalf("isError=%v text=%q; want pip's 'no matching distribution' message", res.IsError, text(res))
+	}
+	after := s.envConfig()
+	if after.Image != before.Image || strings.Join(after.Requirements, " ") != strings.Join(before.Requirements, " ") {
+		t.Errorf("environment changed by a failed install: %v -> %v", before, after)
+	}
+	if got := s.layerImages(); got != layersBefore {
+		t.Errorf("package-layer images: %d before, %d after a failed install", layersBefore, got)
+	}
+	if out, _ := s.exec(map[string]any{"code": "import pyboxother; print('ok')"}); out.Stdout != "ok\n" {
+		t.Errorf("the environment no longer works after a failed install: %q %q", out.Stdout, out.Stderr)
+	}
+}
+
+func (s *server) layerImages() int {
+	s.t.Helper()
+	return len(layerImages(s.t, s.eng))
+}
+
+// TestBadSpecsRejectedBeforeAnyContainer names every bad spec and runs nothing.
+func TestBadSpecsRejectedBeforeAnyContainer(t *testing.T) {
+	s := packageServer(t, testenv.Wheelhouse(t))
+	bad := []string{"--index-url=http://evil", "requests; rm -rf /", "https://evil/x.whl", "-r requirements.txt", "pkg @ file:///etc/passwd"}
+	var res string
+	var isErr bool
+	n := s.containersCreated(func() {
+		r := s.call("install_dependencies", map[string]any{"packages": append([]string{"pyboxbase"}, bad...)})
+		res, isErr = text(r), r.IsError
+	})
+	if !isErr || n != 0 {
+		t.Fatalf("isError=%v containers=%d; want a tool error and no container", isErr, n)
+	}
+	for _, b := range bad {
+		if !strings.Contains(res, b[:min(len(b), 12)]) {
+			t.Errorf("error does not name %q: %s", b, res)
+		}
+	}
+	if r := s.call("install_dependencies", map[string]any{"packages": []string{}}); !r.IsError {
+		t.Errorf("an empty package list was accepted")
+	}
+}
+
+// TestPreinstalledPackages are installed at start and cached for the next start.
+func TestPreinstalledPackages(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	s := packageServer(t, wh, "PREINSTALLED_PACKAGES=pyboxbase==1.0 pyboxother")
+	out, _ := s.exec(map[string]any{"code": "import pyboxbase, pyboxother; print(pyboxbase.VERSION)"})
+	if out.Stdout != "1.0\n" {
+		t.Fatalf("preinstalled packages missing: %q %q", out.Stdout, out.Stderr)
+	}
+	s2 := packageServer(t, wh, "PREINSTALLED_PACKAGES=pyboxbase==1.0 pyboxother")
+	var cfg tools.EnvironmentView
+	n := s2.containersCreated(func() { cfg = s2.envConfig() }) // waits for the start-up install
+	if n != 0 || len(cfg.Requirements) != 2 {
+		t.Errorf("second start: %d containers created, requirements %v; want the cached layer and no install", n, cfg.Requirements)
+	}
+}

@@ -1,0 +1,33 @@
+package tools
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var executeCodeFileTool = &mcp.Tool{
+	Name: "execute_code_file",
+	Description: "Run a Python file from code storage in a fresh, isolated container, exactly like execute_code, " +
+		"and return stdout, stderr and the exit status. file_path is absolute under the code-storage directory " +
+		"or relative to it; symlinks and special files are refused.",
+	Annotations: &mcp.ToolAnnotations{Title: "Run a code file", OpenWorldHint: new(bool)},
+}
+
+// ExecuteCodeFileInput are execute_code_file's arguments.
+type ExecuteCodeFileInput struct {
+	FilePath string  `json:"file_path" jsonschema:"the file to run, absolute under the code-storage directory or relative to it"`
+	Input    string  `json:"input,omitempty" jsonschema:"text fed to the program's standard input; without it input() raises EOFError at once"`
+	TimeoutS float64 `json:"timeout_s,omitempty" jsonschema:"wall-clock limit in seconds; default and maximum are set by the server"`
+}
+
+func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeFileInput) (*mcp.CallToolResult, ExecutionOutput, error) {
+	rel, err := h.resolve(ctx, in.FilePath)
+	if err != nil {
+		return nil, ExecutionOutput{}, err
+	}
+	if err := h.regular(ctx, in.FilePath, rel); err != nil {
+		return nil, ExecutionOutput{}, err
+	}
+	return h.run(ctx, runRequest{file: rel, input: in.Input, timeoutS: in.TimeoutS})
+}

@@ -1,0 +1,72 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/storage"
+)
+
+// FileOutput is the structured result of initialize_code_file and
+// append_to_code_file.
+type FileOutput struct {
+	FilePath string `json:"file_path" jsonschema:"absolute host path of the file in code storage"`
+	Bytes    int64  `json:"bytes" jsonschema:"size of the file in bytes after the call"`
+}
+
+// checkContent enforces the per-call cap on content sent to the file tools.
+func (h *handlers) checkContent(content string) error {
+	if limit := min(h.cfg.MaxCodeBytes, h.cfg.MaxFileBytes); len(content) > limit {
+		return fmt.Errorf("content is %d bytes; the limit per call is %d bytes", len(content), limit)
+	}
+	return nil
+}
+
+// resolve turns a caller's file_path (absolute under the storage root, or
+// relative to it) into a path relative to the root.
+func (h *handlers) resolve(ctx context.Context, filePath string) (string, error) {
+	rel, err := h.cfg.Storage.Rel(filePath)
+	if err != nil {
+		return "", h.fileError(ctx, "resolve the file path", filePath, err)
+	}
+	return rel, nil
+}
+
+// regular fails unless rel names a regular file; a final symlink is
+// refused, not followed, even if it points inside code storage.
+func (h *handlers) regular(ctx context.Context, filePath, rel string) error {
+	fi, err := h.cfg.Storage.Stat(rel)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w", rel, storage.ErrNotFile)
+	}
+	if err != nil {
+		return h.fileError(ctx, "inspect the file", filePath, err)
+	}
+	return nil
+}
+
+// fileError maps a storage failure on filePath to a tool error the model
+// can act on; anything unexpected is logged and reported with an id.
+func (h *handlers) fileError(ctx context.Context, what, filePath string, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrBadName):
+		return fmt.Errorf("invalid file_path %q: give a file name in code storage (relative, or absolute under %s)", filePath, h.cfg.Storage.Path())
+	case errors.Is(err, storage.ErrOutside):
+		return fmt.Errorf("file_path %s is outside the code storage directory %s (or passes through a symlink that leads out of it); only files in code storage can be used", filePath, h.cfg.Storage.Path())
+	case errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("file not found: %s; create it with initialize_code_file", filePath)
+	case errors.Is(err, storage.ErrNotFile):
+		return fmt.Errorf("file_path %s is not a regular file; symlinks, directories, FIFOs, sockets and devices are refused", filePath)
+	case errors.Is(err, storage.ErrTooLarge):
+		return fmt.Errorf("file %s would exceed the per-file limit of %d bytes; it is unchanged", filePath, h.cfg.MaxFileBytes)
+	}
+	return h.internal(ctx, what, err)
+}
+
+// textResult is a successful result whose text the model reads.
+func textResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
