@@ -25,7 +25,6 @@ import (
 // The image layout every runtime image has, whatever its base.
 const (
 	VenvPython  = "/opt/venv/bin/python" // the venv's interpreter
-	RunnerPath  = "/opt/pybox/runner.py" // the in-image runner
 	SandboxUser = "10001:10001"          // uid:gid of the non-root user pybox
 	Workdir     = "/workspace"           // working directory, owned by SandboxUser
 )
@@ -136,8 +135,7 @@ func (b *Builder) buildRuntime(ctx context.Context, rb runtimeBuild) (engine.Ima
 		return engine.Image{}, err
 	}
 	buildCtx, err := buildContext(
-		contextFile{"Dockerfile.runtime", pybox.DockerfileRuntime},
-		contextFile{"runner.py", runnerPy})
+		contextFile{"Dockerfile.runtime", pybox.DockerfileRuntime})
 	if err != nil {
 		return engine.Image{}, err
 	}
@@ -187,7 +185,7 @@ func runtimeLabels(rb runtimeBuild, baseID string, now time.Time) map[string]str
 // the Dockerfile, the runner or the recipe of the base marks old images stale.
 func digest(variant, mode string) string {
 	h := sha256.New()
-	for _, part := range [][]byte{pybox.DockerfileRuntime, runnerPy, []byte(variant), []byte(mode), []byte(recipe(variant, mode))} {
+	for _, part := range [][]byte{pybox.DockerfileRuntime, []byte(variant), []byte(mode), []byte(recipe(variant, mode))} {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}

@@ -11,7 +11,7 @@
 //     root; uv is then absent and pip is the installer).
 //
 // Whatever the base, the image has the same layout, which the sandbox relies
-// on: a venv at /opt/venv (VenvPython), the runner at RunnerPath, the
+// on: a venv at /opt/venv (VenvPython), the
 // non-root SandboxUser and the Workdir. Each image carries the label
 // LabelDigest, a hash of everything that went into it, so Ensure can tell a
 // current image from a stale one and rebuild only when needed.

@@ -34,6 +34,7 @@ type config struct {
 	MaxConcurrent int
 	QueueWait     time.Duration
 	MaxCodeBytes  string
+	MaxFileBytes  string
 	LogLevel      string
 	Mirror        string
 	Build         string
@@ -78,7 +79,8 @@ func (c *config) settings() []setting {
 		{"output-limit", "PYBOX_OUTPUT_LIMIT", "cap per output stream (e.g. 1m)", str(&c.OutputLimit, "1m")},
 		{"max-concurrent", "PYBOX_MAX_CONCURRENT", "programs running at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxConcurrent, n, 4, u) }},
 		{"queue-wait", "PYBOX_QUEUE_WAIT", "how long a run waits for a free slot before a busy error", dur(&c.QueueWait, 30*time.Second)},
-		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},
+		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program (or stdin text, or appended chunk) accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},
+		{"max-file-size", "PYBOX_MAX_FILE_SIZE", "largest code file the file tools build or read (e.g. 8m)", str(&c.MaxFileBytes, "8m")},
 		{"log-level", "PYBOX_LOG_LEVEL", "log level on stderr: debug, info, warn, error", str(&c.LogLevel, "info")},
 		{"debian-mirror", "PYBOX_DEBIAN_MIRROR", "Debian mirror for offline image builds", str(&c.Mirror, "http://deb.debian.org/debian")},
 		{"build", "PYBOX_BUILD", "build the runtime image when missing: auto (online, then offline), online, offline, never", str(&c.Build, "auto")},
@@ -161,10 +163,15 @@ func (c *config) limits() (sandbox.Limits, error) {
 }
 
 // codeLimit is the largest program in bytes.
-func (c *config) codeLimit() (int, error) {
-	n, err := units.RAMInBytes(c.MaxCodeBytes)
+func (c *config) codeLimit() (int, error) { return sizeSetting("max code size", c.MaxCodeBytes) }
+
+// fileLimit is the largest code file in bytes.
+func (c *config) fileLimit() (int, error) { return sizeSetting("max file size", c.MaxFileBytes) }
+
+func sizeSetting(name, v string) (int, error) {
+	n, err := units.RAMInBytes(v)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("max code size %q: must be a size such as 1m", c.MaxCodeBytes)
+		return 0, fmt.Errorf("%s %q: must be a size such as 1m", name, v)
 	}
 	return int(n), nil
 }

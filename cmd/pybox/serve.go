@@ -41,8 +41,12 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
+	fileLimit, err := c.fileLimit()
+	if err != nil {
+		return err
+	}
 	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Envs: a.envs, Index: a.index, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit,
+		Sandbox: a.sandbox, Storage: store, Envs: a.envs, Index: a.index, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
 		MaxTimeout: c.MaxTimeout, Version: version, Log: a.log,
 	})
 	if err != nil {
