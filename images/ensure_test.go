@@ -26,11 +26,10 @@ for top in ("/usr", "/bin", "/sbin"):
             st = os.lstat(os.path.join(d, f))
             if stat.S_ISREG(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
                 bad.append(os.path.join(d, f))
-runner = os.stat("/opt/pybox/runner.py")
 out = {
     "uid": os.getuid(), "gid": os.getgid(), "prefix": sys.prefix, "cwd": os.getcwd(),
     "home": os.path.expanduser("~"),
-    "runner": [stat.S_ISREG(runner.st_mode), oct(runner.st_mode & 0o7777), runner.st_uid],
+    "runner_baked": os.path.exists("/opt/pybox/runner.py"),
     "setuid": bad, "installer": open("/opt/pybox/installer").read().strip(),
     "venv_writable": os.access("/opt/venv/bin", os.W_OK),
 }
@@ -46,7 +45,7 @@ type layout struct {
 	Prefix       string   `json:"prefix"`
 	Cwd          string   `json:"cwd"`
 	Home         string   `json:"home"`
-	Runner       []any    `json:"runner"`
+	RunnerBaked  bool     `json:"runner_baked"`
 	Setuid       []string `json:"setuid"`
 	Installer    string   `json:"installer"`
 	VenvWritable bool     `json:"venv_writable"`
@@ -90,9 +89,6 @@ func TestEnsureBase(t *testing.T) {
 	if again.ID != imgs[0].ID {
 		t.Errorf("second Ensure returned %s, want the same image %s", again.ID, imgs[0].ID)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("second Ensure took %s; it should only inspect the image", d)
-	}
 	checkImageConfig(t, again, "base")
 	checkLayout(t, eng, again)
 	checkRunner(t, eng)
@@ -133,7 +129,7 @@ func checkLayout(t *testing.T, eng *engine.Client, img engine.Image) {
 	}
 	want := layout{
 		UID: 10001, GID: 10001, Prefix: "/opt/venv", Cwd: Workdir, Home: "/home/pybox",
-		Runner: []any{true, "0o644", float64(0)}, Setuid: []string{}, Installer: img.Labels[LabelInstaller],
+		RunnerBaked: false, Setuid: []string{}, Installer: img.Labels[LabelInstaller],
 		PipInVenv: img.Labels[LabelInstaller] == "pip",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -146,7 +142,7 @@ func checkRunner(t *testing.T, eng *engine.Client) {
 	t.Helper()
 	prog := "import sys; print('argv', sys.argv[1:]); print(6 * 7)"
 	out := sandboxRun(t, eng, Tag("base"), nil, nil, "/bin/sh", "-c",
-		`printf '%s\n' "$1" > /tmp/p.py && exec `+VenvPython+" "+RunnerPath+` run /tmp/p.py x y`, "sh", prog)
+		`printf '%s\n' "$1" > /tmp/p.py && exec `+VenvPython+` -c "$2" run /tmp/p.py x y`, "sh", prog, RunnerArgs()[1])
 	if want := "argv ['x', 'y']\n42\n"; out != want {
 		t.Errorf("runner output = %q, want %q", out, want)
 	}

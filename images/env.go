@@ -35,9 +35,9 @@ type Environment struct {
 }
 
 var (
-	condaName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	imageRef    = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:@-]{0,254}$`)
-	errBadEnv   = errors.New("invalid environment")
+	condaName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	imageRef  = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:@-]{0,254}$`)
+	errBadEnv = errors.New("invalid environment")
 	imagePath = regexp.MustCompile(`^/[A-Za-z0-9._/+-]{0,254}$`)
 )
 

@@ -112,4 +112,3 @@ func (in *Installer) log() *slog.Logger {
 	}
 	return in.Log
 }
-

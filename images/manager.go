@@ -26,11 +26,11 @@ type ManagerConfig struct {
 	// EnsureRuntime makes sure the runtime image of a variant exists
 	// (building it if the configuration allows).
 	EnsureRuntime func(ctx context.Context, variant string) error
-	Installer *Installer        // runs installs
-	Prober    Prober            // checks interpreters and lists installed packages
-	StatePath string            // state file; "" = the environment is not persisted
-	Policy    RequirementPolicy // what install specs may contain
-	Log       *slog.Logger      // nil discards
+	Installer     *Installer        // runs installs
+	Prober        Prober            // checks interpreters and lists installed packages
+	StatePath     string            // state file; "" = the environment is not persisted
+	Policy        RequirementPolicy // what install specs may contain
+	Log           *slog.Logger      // nil discards
 }
 
 // Manager holds the active environment: it starts it, switches it,

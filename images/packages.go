@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -26,8 +27,9 @@ type PackageStatus struct {
 	Version   string `json:"version,omitempty"`
 }
 
-// packageCache holds each image's installed distributions; an image ID
-// names immutable content, so entries never go stale.
+// packageCache holds the installed distributions of each image and
+// interpreter (one image can hold several Pythons); an image ID names
+// immutable content, so entries never go stale.
 type packageCache struct {
 	mu sync.Mutex
 	m  map[string]map[string]string
@@ -74,7 +76,8 @@ func (m *Manager) Installed(ctx context.Context, names []string) ([]PackageStatu
 
 // packages lists env's distributions, from the cache when possible.
 func (m *Manager) packages(ctx context.Context, env Environment) (map[string]string, error) {
-	if pkgs, ok := m.pkgs.get(env.ImageID); ok {
+	key := env.ImageID + "\x00" + strings.Join(env.Python(), "\x00")
+	if pkgs, ok := m.pkgs.get(key); ok {
 		return pkgs, nil
 	}
 	stdout, err := m.cfg.Prober.Probe(ctx, env.Ref(), env.Python(), listPackages)
@@ -85,6 +88,6 @@ func (m *Manager) packages(ctx context.Context, env Environment) (map[string]str
 	if err := json.Unmarshal([]byte(stdout), &pkgs); err != nil {
 		return nil, fmt.Errorf("list installed packages: unexpected output %q", stdout)
 	}
-	m.pkgs.put(env.ImageID, pkgs)
+	m.pkgs.put(key, pkgs)
 	return pkgs, nil
 }

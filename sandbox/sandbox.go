@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -31,16 +32,20 @@ type Config struct {
 	Limits        Limits         // per-run limits; zero fields take defaults
 	MaxConcurrent int            // programs running at once; default 4
 	QueueWait     time.Duration  // how long a run waits for a slot; default 30s
+	MaxSessions   int            // live sessions at once; default 8
+	SessionTTL    time.Duration  // idle time after which a session ends; default 15 minutes
 	Log           *slog.Logger   // nil discards
 }
 
 // Sandbox runs programs. Create it with New.
 type Sandbox struct {
-	cfg   Config
-	eng   *engine.Client
-	slots *semaphore.Weighted
-	owner Owner
-	log   *slog.Logger
+	cfg       Config
+	eng       *engine.Client
+	slots     *semaphore.Weighted
+	owner     Owner
+	log       *slog.Logger
+	sess      sessions
+	closeOnce sync.Once
 }
 
 // New validates cfg, fills its defaults and returns a Sandbox.
@@ -52,24 +57,36 @@ func New(cfg Config) (*Sandbox, error) {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	cfg.MaxConcurrent = orDefault(cfg.MaxConcurrent, 4)
 	cfg.QueueWait = orDefault(cfg.QueueWait, 30*time.Second)
+	cfg.MaxSessions = orDefault(cfg.MaxSessions, 8)
+	cfg.SessionTTL = orDefault(cfg.SessionTTL, 15*time.Minute)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox limits: %w", err)
 	}
-	if cfg.MaxConcurrent < 1 || cfg.QueueWait < 0 {
-		return nil, errors.New("sandbox: max concurrent must be at least 1 and queue wait not negative")
+	if cfg.MaxConcurrent < 1 || cfg.QueueWait < 0 || cfg.MaxSessions < 1 || cfg.SessionTTL < time.Second {
+		return nil, errors.New("sandbox: max concurrent and max sessions must be at least 1, queue wait not negative, session TTL at least 1s")
 	}
-	return &Sandbox{
+	s := &Sandbox{
 		cfg: cfg, eng: cfg.Engine, log: cfg.Log,
 		slots: semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
 		owner: NewOwner(),
-	}, nil
+		sess:  sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
+	}
+	s.sess.wg.Add(1)
+	go s.reap()
+	return s, nil
 }
 
 // Limits returns the limits in force (defaults applied).
 func (s *Sandbox) Limits() Limits { return s.cfg.Limits }
+
+// SessionTTL is how long an idle session lives.
+func (s *Sandbox) SessionTTL() time.Duration { return s.cfg.SessionTTL }
+
+// MaxSessions is the cap on live sessions.
+func (s *Sandbox) MaxSessions() int { return s.cfg.MaxSessions }
 
 // Image returns the default runtime image.
 func (s *Sandbox) Image() string { return s.cfg.Image }
@@ -98,6 +115,10 @@ type Result struct {
 	Truncated bool // stdout or stderr hit the output cap
 	Duration  time.Duration
 	Timeout   time.Duration // the limit that applied
+	// Sessions only:
+	NewSession  bool   // the call started the session
+	SessionLost bool   // the session's container died or was killed; its state is gone
+	SessionNote string // why an earlier session of this id ended, when it did
 }
 
 // Run executes p in a fresh container and removes it. Errors are
@@ -145,13 +166,17 @@ func (s *Sandbox) acquire(ctx context.Context) error {
 	return nil
 }
 
-// plan builds the container plan for p.
-func (s *Sandbox) plan(p Program) Plan {
+// plan builds the container plan for p; the runner gets args (default:
+// run p.File).
+func (s *Sandbox) plan(p Program, args ...string) Plan {
 	python := p.Python
 	if len(python) == 0 {
 		python = []string{images.VenvPython}
 	}
-	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), "run", WorkspaceMount+"/"+p.File)
+	if len(args) == 0 {
+		args = []string{"run", WorkspaceMount + "/" + p.File}
+	}
+	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), args...)
 	env := map[string]string{
 		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",

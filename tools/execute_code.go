@@ -3,10 +3,12 @@ package tools
 import (
 	"context"
 	"fmt"
+	"path"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
 )
 
 var executeCodeTool = &mcp.Tool{
@@ -14,27 +16,52 @@ var executeCodeTool = &mcp.Tool{
 	Description: "Run Python 3 code in a fresh, isolated container and return stdout, stderr and the exit status. " +
 		"The code is saved in the code-storage directory (the container's working directory, /workspace) as " +
 		"<filename>_<random>.py and run there. No network; non-root; memory, CPU, process and time limits. " +
+		"With session_id the program runs in a long-lived session whose variables persist across calls (each session has its own folder). " +
 		"A failing program is a normal result with its exit code; a timeout kills the container and is reported as an error.",
 	Annotations: &mcp.ToolAnnotations{Title: "Run Python code", OpenWorldHint: new(bool)},
 }
 
 // ExecuteCodeInput are execute_code's arguments (names as mcp_code_executor).
 type ExecuteCodeInput struct {
-	Code     string  `json:"code" jsonschema:"Python source code to run"`
-	Filename string  `json:"filename,omitempty" jsonschema:"base name for the saved file (a random suffix and .py are added)"`
-	Input    string  `json:"input,omitempty" jsonschema:"text fed to the program's standard input; without it input() raises EOFError at once"`
-	TimeoutS float64 `json:"timeout_s,omitempty" jsonschema:"wall-clock limit in seconds; default and maximum are set by the server"`
+	Code      string  `json:"code" jsonschema:"Python source code to run"`
+	Filename  string  `json:"filename,omitempty" jsonschema:"base name for the saved file (a random suffix and .py are added)"`
+	Input     string  `json:"input,omitempty" jsonschema:"text fed to the program's standard input; without it input() raises EOFError at once"`
+	TimeoutS  float64 `json:"timeout_s,omitempty" jsonschema:"wall-clock limit in seconds; default and maximum are set by the server"`
+	SessionID string  `json:"session_id,omitempty" jsonschema:"run in this stateful session (1-64 letters, digits, _ or -): variables persist between calls with the same id; without it every run is fresh"`
 }
 
 func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeInput) (*mcp.CallToolResult, ExecutionOutput, error) {
 	if err := h.checkCode(in.Code); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	name := storage.NewCodeName(in.Filename)
-	if err := h.cfg.Storage.Create(name, []byte(in.Code)); err != nil {
+	if in.SessionID != "" {
+		if err := sandbox.ValidSessionID(in.SessionID); err != nil {
+			return nil, ExecutionOutput{}, err
+		}
+	}
+	rel, err := h.saveCode(in.Code, in.Filename, in.SessionID)
+	if err != nil {
 		return nil, ExecutionOutput{}, h.internal(ctx, "save code", err)
 	}
-	return h.run(ctx, runRequest{file: name, input: in.Input, timeoutS: in.TimeoutS})
+	return h.run(ctx, runRequest{file: rel, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS})
+}
+
+// saveCode stores code as <filename>_<random>.py, in the session's own
+// folder for a session run, and returns its path relative to the root.
+func (h *handlers) saveCode(code, filename, session string) (string, error) {
+	name := storage.NewCodeName(filename)
+	if session == "" {
+		return name, h.cfg.Storage.Create(name, []byte(code))
+	}
+	ws, err := h.sessionDir(session)
+	if err != nil {
+		return "", err
+	}
+	defer ws.Close()
+	if err := ws.Create(name, []byte(code)); err != nil {
+		return "", err
+	}
+	return path.Join(sessionsDir, session, name), nil
 }
 
 // checkCode enforces the size cap on submitted code.

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/storage"
 )
 
 var executeCodeFileTool = &mcp.Tool{
@@ -16,9 +18,10 @@ var executeCodeFileTool = &mcp.Tool{
 
 // ExecuteCodeFileInput are execute_code_file's arguments.
 type ExecuteCodeFileInput struct {
-	FilePath string  `json:"file_path" jsonschema:"the file to run, absolute under the code-storage directory or relative to it"`
-	Input    string  `json:"input,omitempty" jsonschema:"text fed to the program's standard input; without it input() raises EOFError at once"`
-	TimeoutS float64 `json:"timeout_s,omitempty" jsonschema:"wall-clock limit in seconds; default and maximum are set by the server"`
+	FilePath  string  `json:"file_path" jsonschema:"the file to run, absolute under the code-storage directory or relative to it"`
+	Input     string  `json:"input,omitempty" jsonschema:"text fed to the program's standard input; without it input() raises EOFError at once"`
+	TimeoutS  float64 `json:"timeout_s,omitempty" jsonschema:"wall-clock limit in seconds; default and maximum are set by the server"`
+	SessionID string  `json:"session_id,omitempty" jsonschema:"run the file's code in this stateful session, whose variables persist between calls"`
 }
 
 func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeFileInput) (*mcp.CallToolResult, ExecutionOutput, error) {
@@ -29,5 +32,16 @@ func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest
 	if err := h.regular(ctx, in.FilePath, rel); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	return h.run(ctx, runRequest{file: rel, input: in.Input, timeoutS: in.TimeoutS})
+	r := runRequest{file: rel, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
+	if in.SessionID != "" { // the session's container sees only its own folder: send the code
+		code, cut, err := h.cfg.Storage.Read(rel, int64(h.cfg.MaxFileBytes))
+		if err != nil {
+			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, err)
+		}
+		if cut {
+			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, storage.ErrTooLarge)
+		}
+		r.code = string(code)
+	}
+	return h.run(ctx, r)
 }

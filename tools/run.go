@@ -25,11 +25,19 @@ type ExecutionOutput struct {
 	Truncated  bool   `json:"truncated" jsonschema:"stdout or stderr exceeded the output cap and was cut"`
 	DurationMS int64  `json:"duration_ms" jsonschema:"wall-clock run time in milliseconds"`
 	FilePath   string `json:"file_path" jsonschema:"host path of the program file in code storage"`
+	SessionID  string `json:"session_id,omitempty" jsonschema:"the session the program ran in"`
+	NewSession bool   `json:"new_session,omitempty" jsonschema:"this call started the session (no earlier variables)"`
+	// SessionLost is set when the session's container died or was killed
+	// (timeout, out of memory, the process exited): its variables are gone
+	// and the next call with the same session_id starts a new session.
+	SessionLost bool `json:"session_lost,omitempty" jsonschema:"the session's state was lost; the next call starts a new session"`
 }
 
 // runRequest is one program to run from code storage.
 type runRequest struct {
 	file     string // relative to the storage root
+	code     string // the program text (sessions send it to the kernel)
+	session  string // "" = a fresh, ephemeral container
 	input    string
 	timeoutS float64
 }
@@ -46,22 +54,38 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	if err := h.cfg.Ready(ctx); err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
 	}
-	prog := h.program(sandbox.Program{Workspace: h.cfg.Storage.Path(), File: r.file, Timeout: timeout})
-	if r.input != "" {
-		prog.Stdin = &r.input
-	}
-	res, err := h.cfg.Sandbox.Run(ctx, prog)
+	res, err := h.execute(ctx, r, timeout)
 	if err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
 	}
 	out := ExecutionOutput{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(),
-		FilePath: h.cfg.Storage.Abs(r.file),
+		FilePath: h.cfg.Storage.Abs(r.file), SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
 	}
 	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(res)}}}
 	result.IsError = res.TimedOut // a timeout is a tool error; the partial output stays visible
 	return result, out, nil
+}
+
+// execute runs r in a fresh container, or in its session.
+func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Duration) (sandbox.Result, error) {
+	var stdin *string
+	if r.input != "" {
+		stdin = &r.input
+	}
+	env := h.cfg.Envs.Active()
+	if r.session == "" {
+		return h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(),
+			Workspace: h.cfg.Storage.Path(), File: r.file, Stdin: stdin, Timeout: timeout})
+	}
+	ws, err := h.sessionDir(r.session)
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	defer ws.Close()
+	return h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.Python(),
+		Workspace: ws.Path(), Code: r.code, Filename: sessionFilename(r.session, r.file), Stdin: stdin, Timeout: timeout})
 }
 
 // timeout turns timeout_s into a duration, capped by the configured maximum.
@@ -82,6 +106,9 @@ func (h *handlers) timeout(seconds float64) (time.Duration, error) {
 // summary is the text the model reads.
 func summary(r sandbox.Result) string {
 	var b strings.Builder
+	if r.SessionNote != "" {
+		fmt.Fprintf(&b, "Note: %s.\n", r.SessionNote)
+	}
 	switch {
 	case r.TimedOut:
 		fmt.Fprintf(&b, "Execution timed out after %s; the container was killed. Output so far:\n", r.Timeout)
@@ -94,6 +121,9 @@ func summary(r sandbox.Result) string {
 	section(&b, "stderr", r.Stderr)
 	if r.Truncated {
 		b.WriteString("(output was truncated at the output cap)\n")
+	}
+	if r.SessionLost {
+		b.WriteString("The session's state was lost (its container was stopped); the next call with this session_id starts a new session.\n")
 	}
 	return b.String()
 }
@@ -111,7 +141,7 @@ func section(b *strings.Builder, name, text string) {
 // infraError turns a failure to run into a tool error the model can act on.
 func (h *handlers) infraError(ctx context.Context, err error) error {
 	switch {
-	case errors.Is(err, sandbox.ErrBusy):
+	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrSessionLimit), errors.Is(err, sandbox.ErrBadSessionID):
 		return err
 	case errors.Is(err, sandbox.ErrUnreachable):
 		return errors.New("Docker is not reachable: start the Docker daemon (run `pybox doctor` for details)")

@@ -69,6 +69,8 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 	mcp.AddTool(s, checkInstalledPackagesTool, h.checkInstalledPackages)
 	mcp.AddTool(s, configureEnvironmentTool, h.configureEnvironment)
 	mcp.AddTool(s, getEnvironmentConfigTool, h.getEnvironmentConfig)
+	mcp.AddTool(s, listSessionsTool, h.listSessions)
+	mcp.AddTool(s, closeSessionTool, h.closeSession)
 	return s, nil
 }
 

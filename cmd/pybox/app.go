@@ -55,7 +55,7 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		return nil, err
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, Limits: limits,
-		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, Log: log})
+		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL, Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -102,7 +102,11 @@ func (a *app) start(ctx context.Context, persist bool) error {
 	return nil
 }
 
-func (a *app) Close() error { return a.engine.Close() }
+// Close ends every session (removing its container) and the Docker client.
+func (a *app) Close() error {
+	a.sandbox.Close()
+	return a.engine.Close()
+}
 
 // openStorage opens a code-storage directory the sandbox user can write to.
 func openStorage(path string) (*storage.Dir, error) {
@@ -118,9 +122,9 @@ func openStorage(path string) (*storage.Dir, error) {
 			dir.Close()
 			return nil, fmt.Errorf("sandbox user %q: %w", images.SandboxUser, err)
 		}
-		if err := os.Chown(dir.Path(), uid, gid); err != nil {
+		if err := dir.SetOwner(uid, gid); err != nil {
 			dir.Close()
-			return nil, fmt.Errorf("give the code storage to the sandbox user: %w", err)
+			return nil, err
 		}
 	}
 	return dir, nil

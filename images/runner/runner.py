@@ -1,29 +1,49 @@
-"""pybox in-image runner.
+"""pybox in-image runner, passed to the interpreter with -c.
 
 Usage:
-    runner.py run FILE [ARGS...]   run FILE as __main__, like `python FILE`.
+    runner run FILE [ARGS...]   run FILE as __main__, like `python FILE`.
+    runner kernel NONCE         serve a stateful session over stdin/stdout.
 
-It behaves like the plain interpreter (same exit status, same traceback
-text, stdin untouched) and adds one thing: matplotlib figures left open when
-the program ends are saved as PNG files into $PYBOX_OUTPUTS (when set and
-matplotlib was imported). The backend is always headless (MPLBACKEND=Agg).
+In run mode it behaves like the plain interpreter (same exit status, same
+traceback text, stdin untouched) and adds one thing: matplotlib figures left
+open when the program ends are saved as PNG files into $PYBOX_OUTPUTS.
+
+In kernel mode the globals of every program persist between requests. The
+protocol uses private copies of fds 0 and 1; the program's fd 0 is
+/dev/null and its fds 1 and 2 are pipes whose bytes are relayed as frames:
+
+    request  (host -> kernel):  b"%d\\n" % len(body) + body, body = JSON
+             {"nonce", "code", "filename", "stdin", "outputs"}
+    response (kernel -> host):  b"PYBOX <nonce> <kind> <len>\\n" + payload
+             kinds: ready (nonce is the one given at start), out, err,
+             done (payload JSON {"code": exit status})
+
+A frame that does not parse tells the host the session is corrupt; it then
+discards the container. The backend is always headless (MPLBACKEND=Agg).
 """
+import io
+import json
 import os
 import runpy
 import sys
+import threading
 import traceback
+import types
 
 os.environ["MPLBACKEND"] = "Agg"
 
 
 def save_figures(outdir, max_figures):
-    """Save every open matplotlib figure as outdir/figure-N.png."""
+    """Save every open matplotlib figure as outdir/figure-N.png, then close them."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None or not outdir:
         return
     try:
+        nums = plt.get_fignums()
+        if not nums:
+            return
         os.makedirs(outdir, exist_ok=True)
-        for n, num in enumerate(plt.get_fignums()[:max_figures], start=1):
+        for n, num in enumerate(nums[:max_figures], start=1):
             fig = plt.figure(num)
             fig.savefig(os.path.join(outdir, "figure-%d.png" % n), format="png", dpi=100)
         plt.close("all")
@@ -31,39 +51,176 @@ def save_figures(outdir, max_figures):
         print("pybox: could not save figures: %s" % e, file=sys.stderr)
 
 
-def strip_runner_frames(tb, path):
-    """Drop the runner's and runpy's frames so the traceback starts in user code."""
+def figures_from_env(outdir=None):
+    save_figures(outdir if outdir is not None else os.environ.get("PYBOX_OUTPUTS", ""),
+                 int(os.environ.get("PYBOX_MAX_FIGURES", "8")))
+
+
+def user_traceback(e, filename):
+    """Print e's traceback starting at the first frame of the user's code."""
+    tb = e.__traceback__
     t = tb
-    while t is not None and t.tb_frame.f_code.co_filename != path:
+    while t is not None and t.tb_frame.f_code.co_filename != filename:
         t = t.tb_next
-    return t or tb
+    traceback.print_exception(type(e), e, t or tb)
+
+
+def exit_status(e):
+    """The process exit status SystemExit(e.code) stands for, printing a message if any."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if code >= 0 else (256 + code) & 0xFF
+    print(code, file=sys.stderr)
+    return 1
 
 
 def run_file(path, args):
+    if not os.path.isfile(path):
+        print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
+        return 2
     sys.argv = [path] + args
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     code = 0
     try:
         runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
-        code = e.code
+        code = exit_status(e)
     except BaseException as e:
-        traceback.print_exception(type(e), e, strip_runner_frames(e.__traceback__, path))
+        user_traceback(e, path)
         code = 1
     finally:
-        save_figures(os.environ.get("PYBOX_OUTPUTS", ""), int(os.environ.get("PYBOX_MAX_FIGURES", "8")))
+        figures_from_env()
     return code
 
 
-def main():
-    if len(sys.argv) < 3 or sys.argv[1] != "run":
-        print("usage: runner.py run FILE [ARGS...]", file=sys.stderr)
-        return 2
-    return run_file(sys.argv[2], sys.argv[3:])
+class Kernel:
+    """A stateful session: one program at a time, globals kept between them."""
+
+    def __init__(self, nonce):
+        self.proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+        self.proto_out = os.dup(1)
+        self.lock = threading.Lock()
+        self.nonce = nonce
+        self.sync = b"\x00PYBOX-SYNC-" + os.urandom(8).hex().encode() + b"\x00"
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        self.relays = [self.relay(1, "out"), self.relay(2, "err")]
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        self.globals = main.__dict__
+        self.globals["__builtins__"] = __builtins__
+
+    def relay(self, fd, kind):
+        """Point fd at a pipe and relay what is written to it as frames."""
+        r, w = os.pipe()
+        os.dup2(w, fd)
+        os.close(w)
+        synced = threading.Event()
+        threading.Thread(target=self.pump, args=(r, kind, synced), daemon=True).start()
+        return synced
+
+    def pump(self, r, kind, synced):
+        pending = b""
+        keep = len(self.sync) - 1
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                return
+            pending += chunk
+            i = pending.find(self.sync)
+            while i >= 0:
+                self.send(kind, pending[:i])
+                pending = pending[i + len(self.sync):]
+                synced.set()
+                i = pending.find(self.sync)
+            if len(pending) > keep:
+                self.send(kind, pending[:-keep] if keep else pending)
+                pending = pending[-keep:] if keep else b""
+
+    def send(self, kind, payload, nonce=None):
+        if not payload and kind in ("out", "err"):
+            return
+        head = b"PYBOX %s %s %d\n" % ((nonce or self.nonce).encode(), kind.encode(), len(payload))
+        with self.lock:
+            data = head + payload
+            while data:
+                data = data[os.write(self.proto_out, data):]
+
+    def read_request(self):
+        line = b""
+        while not line.endswith(b"\n"):
+            c = self.proto_in.read(1)
+            if not c:
+                return None
+            line += c
+        n = int(line)
+        body = b""
+        while len(body) < n:
+            c = self.proto_in.read(n - len(body))
+            if not c:
+                return None
+            body += c
+        return json.loads(body)
+
+    def flush_output(self):
+        """Make sure everything the program wrote reached the host."""
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:
+                pass
+        for ev in self.relays:
+            ev.clear()
+        for fd, ev in zip((1, 2), self.relays):
+            try:
+                os.write(fd, self.sync)
+            except OSError:  # the program closed or replaced the fd
+                ev.set()
+        for ev in self.relays:
+            ev.wait(10)
+
+    def execute(self, req):
+        filename = req.get("filename") or "<session>"
+        sys.stdin = io.StringIO(req.get("stdin") or "")
+        sys.argv = [filename]
+        status = 0
+        try:
+            exec(compile(req["code"], filename, "exec"), self.globals)
+        except SystemExit as e:
+            status = exit_status(e)
+        except BaseException as e:
+            user_traceback(e, filename)
+            status = 1
+        finally:
+            figures_from_env(req.get("outputs") or "")
+        return status
+
+    def serve(self):
+        self.send("ready", b"", nonce=self.nonce)
+        while True:
+            req = self.read_request()
+            if req is None:
+                return 0
+            self.nonce = req["nonce"]
+            status = self.execute(req)
+            self.flush_output()
+            self.send("done", json.dumps({"code": status}).encode())
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "run":
+        return run_file(argv[1], argv[2:])
+    if len(argv) == 2 and argv[0] == "kernel":
+        return Kernel(argv[1]).serve()
+    print("usage: runner run FILE [ARGS...] | runner kernel NONCE", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
-    rc = main()
+    rc = main(sys.argv[1:])
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(rc)

@@ -29,6 +29,7 @@ type Dir struct {
 	root *os.Root
 
 	appendMu appendMutex // serializes Append (append.go)
+	owner    *[2]int     // uid, gid given to directories Sub creates (sub.go)
 }
 
 // Open creates (if needed) and opens the directory at path.

@@ -1,0 +1,54 @@
+package storage
+
+import (
+	"fmt"
+	"os"
+)
+
+// SetOwner makes uid:gid the owner of the root and of every directory Sub
+// creates (used when the server runs as root and programs run as an
+// unprivileged user that must be able to write there).
+func (d *Dir) SetOwner(uid, gid int) error {
+	if err := os.Chown(d.path, uid, gid); err != nil {
+		return fmt.Errorf("give the code storage to uid %d: %w", uid, err)
+	}
+	d.owner = &[2]int{uid, gid}
+	return nil
+}
+
+// Sub creates (if needed) the directory rel inside d, including parents,
+// and opens it as a Dir of its own with d's owner.
+func (d *Dir) Sub(rel string) (*Dir, error) {
+	rel, err := d.Rel(rel)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.root.MkdirAll(rel, 0o755); err != nil {
+		return nil, d.wrap("create directory", rel, err)
+	}
+	if err := d.refuseNonDir(rel); err != nil {
+		return nil, err
+	}
+	if d.owner != nil {
+		if err := d.root.Lchown(rel, d.owner[0], d.owner[1]); err != nil {
+			return nil, d.wrap("own directory", rel, err)
+		}
+	}
+	root, err := d.root.OpenRoot(rel)
+	if err != nil {
+		return nil, d.wrap("open directory", rel, err)
+	}
+	return &Dir{path: d.Abs(rel), root: root, owner: d.owner}, nil
+}
+
+// refuseNonDir fails unless rel is a real directory (not a symlink to one).
+func (d *Dir) refuseNonDir(rel string) error {
+	fi, err := d.root.Lstat(rel)
+	if err != nil {
+		return d.wrap("stat", rel, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s: %w (%s)", rel, ErrNotFile, kind(fi.Mode()))
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package sandbox
+
+import (
+	"sync"
+	"time"
+)
+
+func (ss *session) setBusy(b bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.busy = b
+	ss.lastUsed = time.Now()
+}
+
+func (ss *session) info() SessionInfo {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return SessionInfo{ID: ss.id, Image: ss.image, Python: ss.python, Created: ss.created, LastUsed: ss.lastUsed, Busy: ss.busy}
+}
+
+// idleSince reports whether the session is idle and unused since t.
+func (ss *session) idleSince(t time.Time) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return !ss.busy && ss.lastUsed.Before(t)
+}
+
+// reap retires sessions idle for longer than the TTL, until Close.
+func (s *Sandbox) reap() {
+	defer s.sess.wg.Done()
+	tick := time.NewTicker(max(s.cfg.SessionTTL/4, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.sess.stop:
+			return
+		case <-tick.C:
+			s.expire(time.Now().Add(-s.cfg.SessionTTL))
+		}
+	}
+}
+
+func (s *Sandbox) expire(cutoff time.Time) {
+	s.sess.mu.Lock()
+	var idle []*liveSession
+	for _, ls := range s.sess.live {
+		if ls.idleSince(cutoff) {
+			idle = append(idle, ls)
+		}
+	}
+	s.sess.mu.Unlock()
+	for _, ls := range idle {
+		if ls.turn.TryAcquire(1) { // not running a program right now
+			s.retire(ls, "it was idle for longer than "+s.cfg.SessionTTL.String())
+			ls.turn.Release(1)
+		}
+	}
+}
+
+// Close ends every session and stops the idle reaper. The Sandbox must not
+// be used afterwards.
+func (s *Sandbox) Close() {
+	s.closeOnce.Do(func() {
+		close(s.sess.stop)
+		s.sess.wg.Wait()
+		s.sess.mu.Lock()
+		all := make([]*liveSession, 0, len(s.sess.live))
+		for _, ls := range s.sess.live {
+			all = append(all, ls)
+		}
+		s.sess.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, ls := range all {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.retire(ls, "the server stopped")
+			}()
+		}
+		wg.Wait()
+	})
+}
