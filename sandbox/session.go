@@ -85,7 +85,10 @@ func (ss *session) awaitReady(ctx context.Context, nonce string) error {
 // the kernel's death or ctx's end. lost reports that the container is gone.
 func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (res Result, lost bool, err error) {
 	nonce := newNonce()
-	req := kernelRequest{Nonce: nonce, Code: p.Code, Filename: p.Filename, Outputs: p.Outputs}
+	req := kernelRequest{Nonce: nonce, Code: p.Code, Filename: p.Filename}
+	if p.Outputs != "" {
+		req.Outputs = WorkspaceMount + "/" + p.Outputs
+	}
 	if p.Stdin != nil {
 		req.Stdin = *p.Stdin
 	}

@@ -43,7 +43,7 @@ func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, ExecutionOutput{}, h.internal(ctx, "save code", err)
 	}
-	return h.run(ctx, runRequest{file: rel, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS})
+	return h.run(ctx, runRequest{req: req, file: rel, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS})
 }
 
 // saveCode stores code as <filename>_<random>.py, in the session's own

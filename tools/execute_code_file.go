@@ -32,7 +32,7 @@ func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest
 	if err := h.regular(ctx, in.FilePath, rel); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	r := runRequest{file: rel, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
+	r := runRequest{req: req, file: rel, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
 	if in.SessionID != "" { // the session's container sees only its own folder: send the code
 		code, cut, err := h.cfg.Storage.Read(rel, int64(h.cfg.MaxFileBytes))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
@@ -31,13 +32,18 @@ type ExecutionOutput struct {
 	// (timeout, out of memory, the process exited): its variables are gone
 	// and the next call with the same session_id starts a new session.
 	SessionLost bool `json:"session_lost,omitempty" jsonschema:"the session's state was lost; the next call starts a new session"`
+	// Artifacts are files written under the workspace's outputs folder
+	// during the run, including saved figures.
+	Artifacts []Artifact `json:"artifacts,omitempty" jsonschema:"files the program wrote under outputs/ (figures included)"`
+	Figures   int        `json:"figures,omitempty" jsonschema:"matplotlib figures returned as PNG images"`
 }
 
 // runRequest is one program to run from code storage.
 type runRequest struct {
-	file     string // relative to the storage root
-	code     string // the program text (sessions send it to the kernel)
-	session  string // "" = a fresh, ephemeral container
+	req      *mcp.CallToolRequest // for progress notifications; may be nil
+	file     string               // relative to the storage root
+	code     string               // the program text (sessions send it to the kernel)
+	session  string               // "" = a fresh, ephemeral container
 	input    string
 	timeoutS float64
 }
@@ -54,7 +60,19 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	if err := h.cfg.Ready(ctx); err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
 	}
-	res, err := h.execute(ctx, r, timeout)
+	ws, err := h.workspace(r.session)
+	if err != nil {
+		return nil, ExecutionOutput{}, h.internal(ctx, "prepare the workspace", err)
+	}
+	if ws != h.cfg.Storage {
+		defer ws.Close()
+	}
+	outs, err := newOutputs(ws)
+	if err != nil {
+		return nil, ExecutionOutput{}, h.internal(ctx, "prepare the outputs folder", err)
+	}
+	res, err := h.execute(ctx, r, ws, outs.run, timeout)
+	arts, figures, note := outs.collect()
 	if err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
 	}
@@ -62,30 +80,50 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(),
 		FilePath: h.cfg.Storage.Abs(r.file), SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
+		Artifacts: arts, Figures: len(figures),
 	}
-	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(res)}}}
-	result.IsError = res.TimedOut // a timeout is a tool error; the partial output stays visible
-	return result, out, nil
+	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(ws, arts) + note}}, figures...)
+	// A timeout is a tool error; the partial output stays visible.
+	return &mcp.CallToolResult{Content: content, IsError: res.TimedOut}, out, nil
 }
 
-// execute runs r in a fresh container, or in its session.
-func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Duration) (sandbox.Result, error) {
+// workspace is the folder a run mounts: code storage, or the session's own.
+func (h *handlers) workspace(session string) (*storage.Dir, error) {
+	if session == "" {
+		return h.cfg.Storage, nil
+	}
+	return h.sessionDir(session)
+}
+
+// execute runs r in a fresh container, or in its session, with ws mounted.
+func (h *handlers) execute(ctx context.Context, r runRequest, ws *storage.Dir, outputs string, timeout time.Duration) (sandbox.Result, error) {
 	var stdin *string
 	if r.input != "" {
 		stdin = &r.input
 	}
 	env := h.cfg.Envs.Active()
+	prog := startProgress(ctx, r.req)
+	defer prog.stop()
 	if r.session == "" {
-		return h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(),
-			Workspace: h.cfg.Storage.Path(), File: r.file, Stdin: stdin, Timeout: timeout})
+		return h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(), Workspace: ws.Path(),
+			File: r.file, Stdin: stdin, Timeout: timeout, Outputs: outputs, OnOutput: prog.hook()})
 	}
-	ws, err := h.sessionDir(r.session)
-	if err != nil {
-		return sandbox.Result{}, err
-	}
-	defer ws.Close()
 	return h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.Python(),
-		Workspace: ws.Path(), Code: r.code, Filename: sessionFilename(r.session, r.file), Stdin: stdin, Timeout: timeout})
+		Workspace: ws.Path(), Code: r.code, Filename: sessionFilename(r.session, r.file), Stdin: stdin, Timeout: timeout,
+		Outputs: outputs, OnOutput: prog.hook()})
+}
+
+// artifactText lists the output files for the model.
+func artifactText(ws *storage.Dir, arts []Artifact) string {
+	if len(arts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("--- output files ---\n")
+	for _, a := range arts {
+		fmt.Fprintf(&b, "%s (%d bytes)\n", ws.Abs(a.Path), a.Bytes)
+	}
+	return b.String()
 }
 
 // timeout turns timeout_s into a duration, capped by the configured maximum.
@@ -153,9 +191,14 @@ func (h *handlers) infraError(ctx context.Context, err error) error {
 
 // internal logs err with a fresh id and returns a short error naming the id.
 func (h *handlers) internal(ctx context.Context, what string, err error) error {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux (documented)
-	id := hex.EncodeToString(b)
+	id := newID()
 	h.cfg.Log.ErrorContext(ctx, "tool failure", "error_id", id, "op", what, "err", err)
 	return fmt.Errorf("pybox could not %s because of an internal failure (error id %s; details are in the server log)", what, id)
+}
+
+// newID is 8 random hex digits.
+func newID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux (documented)
+	return hex.EncodeToString(b)
 }

@@ -59,6 +59,12 @@ type server struct {
 // the session and checks that no container of this server is left.
 func startServer(t *testing.T, env ...string) *server {
 	t.Helper()
+	return startServerWith(t, nil, env...)
+}
+
+// startServerWith is startServer with client options (notification handlers).
+func startServerWith(t *testing.T, opts *mcp.ClientOptions, env ...string) *server {
+	t.Helper()
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	s := &server{t: t, storage: t.TempDir(), eng: eng, stderr: &syncBuffer{}}
@@ -67,7 +73,7 @@ func startServer(t *testing.T, env ...string) *server {
 	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + t.TempDir(), "PYBOX_BUILD=never"}
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
 	s.cmd.Stderr = s.stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, opts)
 	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: s.cmd}, nil)
 	if err != nil {
 		t.Fatalf("connect to pybox serve: %v\nstderr:\n%s", err, s.stderr)

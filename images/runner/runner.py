@@ -124,7 +124,6 @@ class Kernel:
 
     def pump(self, r, kind, synced):
         pending = b""
-        keep = len(self.sync) - 1
         while True:
             chunk = os.read(r, 65536)
             if not chunk:
@@ -136,9 +135,16 @@ class Kernel:
                 pending = pending[i + len(self.sync):]
                 synced.set()
                 i = pending.find(self.sync)
-            if len(pending) > keep:
-                self.send(kind, pending[:-keep] if keep else pending)
-                pending = pending[-keep:] if keep else b""
+            hold = self.partial_sync(pending)
+            self.send(kind, pending[:len(pending) - hold])
+            pending = pending[len(pending) - hold:]
+
+    def partial_sync(self, data):
+        """Length of the longest tail of data that could start a sync marker."""
+        for n in range(min(len(data), len(self.sync) - 1), 0, -1):
+            if self.sync.startswith(data[-n:]):
+                return n
+        return 0
 
     def send(self, kind, payload, nonce=None):
         if not payload and kind in ("out", "err"):
@@ -185,6 +191,7 @@ class Kernel:
     def execute(self, req):
         filename = req.get("filename") or "<session>"
         sys.stdin = io.StringIO(req.get("stdin") or "")
+        os.environ["PYBOX_OUTPUTS"] = req.get("outputs") or ""
         sys.argv = [filename]
         status = 0
         try:

@@ -111,7 +111,7 @@ func (d *Dir) Create(rel string, content []byte) error {
 // parent directories inside the root as needed.
 func (d *Dir) Write(rel string, content []byte) error {
 	if dir := filepath.Dir(rel); dir != "." {
-		if err := d.root.MkdirAll(dir, 0o755); err != nil {
+		if err := d.mkdirAll(dir); err != nil {
 			return d.wrap("create directory", dir, err)
 		}
 	}

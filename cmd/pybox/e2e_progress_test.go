@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// notes records progress notifications with their arrival times.
+type notes struct {
+	mu   sync.Mutex
+	msgs []string
+	at   []time.Time
+}
+
+func (n *notes) handler(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.msgs = append(n.msgs, r.Params.Message)
+	n.at = append(n.at, time.Now())
+}
+
+// TestProgressStreamsOutput: output of a running program arrives as
+// progress notifications while it runs, in stateless runs and in sessions.
+func TestProgressStreamsOutput(t *testing.T) {
+	n := &notes{}
+	s := startServerWith(t, &mcp.ClientOptions{ProgressNotificationHandler: n.handler})
+	code := "import time\nfor i in range(6):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n"
+	for _, session := range []string{"", "progress-session"} {
+		t.Run("session="+session, func(t *testing.T) {
+			n.mu.Lock()
+			n.msgs, n.at = nil, nil
+			n.mu.Unlock()
+			args := map[string]any{"code": code}
+			if session != "" {
+				args["session_id"] = session
+			}
+			start := time.Now()
+			res, err := s.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute_code", Arguments: args,
+				Meta: mcp.Meta{"progressToken": "tok-" + session}})
+			end := time.Now()
+			if err != nil || res.IsError {
+				t.Fatalf("call: %v %s", err, text(res))
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			all := strings.Join(n.msgs, "")
+			if len(n.msgs) < 3 || !strings.Contains(all, "tick 0") || !strings.Contains(all, "tick 5") {
+				t.Fatalf("got %d notifications %q; want several carrying the ticks", len(n.msgs), n.msgs)
+			}
+			if mid := start.Add(end.Sub(start) / 2); !n.at[0].Before(mid) {
+				t.Errorf("first notification at %v of a %v call; want it during the run, not at the end",
+					n.at[0].Sub(start), end.Sub(start))
+			}
+		})
+	}
+}
+
+// TestCancelKillsContainer: cancelling a call kills and removes its container.
+func TestCancelKillsContainer(t *testing.T) {
+	s := startServer(t)
+	for _, session := range []string{"", "cancel-session"} {
+		t.Run("session="+session, func(t *testing.T) {
+			args := map[string]any{"code": "print('spinning', flush=True)\nwhile True: pass", "timeout_s": 120}
+			if session != "" {
+				args["session_id"] = session
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+			defer cancel()
+			if _, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: args}); err == nil {
+				t.Fatal("the cancelled call returned a result")
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for len(s.containers()) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("container still present 2s after the cancel: %v", s.containers())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if out, _ := s.exec(map[string]any{"code": "print('after cancel')"}); out.Stdout != "after cancel\n" {
+				t.Errorf("server after cancel: %q", out.Stdout)
+			}
+		})
+	}
+}

@@ -1,0 +1,18 @@
+package storage
+
+import "io/fs"
+
+// FS is the directory as a read-only file system confined to the root
+// (symlinks that lead out of it fail to open; fs.WalkDir does not follow
+// symlinks at all).
+func (d *Dir) FS() fs.FS { return d.root.FS() }
+
+// RemoveEmpty removes the directory rel if it is empty; a directory that is
+// not empty, or absent, is left as it is.
+func (d *Dir) RemoveEmpty(rel string) {
+	fi, err := d.root.Lstat(rel)
+	if err != nil || !fi.IsDir() {
+		return
+	}
+	_ = d.root.Remove(rel) // fails, harmlessly, when the directory is not empty
+}
