@@ -195,7 +195,7 @@ func digest(variant, mode string) string {
 // recipe describes how the base of variant is made in mode.
 func recipe(variant, mode string) string {
 	if mode == modeOffline {
-		return "debootstrap " + strings.Join(debootstrapArgs(variant, "DIR", "MIRROR"), " ")
+		return offlineRecipe(variant)
 	}
 	return onlineDockerfile() + "PACKAGES=" + onlinePackages(variant)
 }

@@ -73,13 +73,38 @@ func rootfsTag(variant string) string {
 	return rootfsRepo + ":" + debianSuite + "-" + variant
 }
 
-// debootstrapArgs are the arguments that make the root filesystem of variant.
-func debootstrapArgs(variant, dir, mirror string) []string {
-	pkgs := "python3,python3-venv,python3-pip"
-	if variant == VariantDatascience {
-		pkgs += ",python3-numpy,python3-pandas,python3-matplotlib"
+// offlineRecipe describes how the offline base of variant is made.
+func offlineRecipe(variant string) string {
+	r := "debootstrap " + strings.Join(debootstrapArgs(variant, "DIR", "MIRROR"), " ")
+	if pkgs := aptPackages(variant); len(pkgs) > 0 {
+		r += " && chroot DIR apt-get " + strings.Join(aptInstallArgs(pkgs), " ")
 	}
-	return []string{"--variant=minbase", "--include=" + pkgs, debianSuite, dir, mirror}
+	return r
+}
+
+// debootstrapArgs are the arguments of the debootstrap every variant starts
+// from: Python with venv and pip. The variant's own packages are added with
+// apt afterwards (aptPackages), because debootstrap resolves an alternative
+// by taking its first choice. The variant is unused (kept for the callers
+// in tests).
+func debootstrapArgs(_, dir, mirror string) []string {
+	return []string{"--variant=minbase", "--include=python3,python3-venv,python3-pip", debianSuite, dir, mirror}
+}
+
+// aptPackages are installed with apt into the debootstrapped root of
+// variant. python3-munkres satisfies python3-fonttools' "python3-scipy |
+// python3-munkres", so scipy and a compiler toolchain stay out.
+func aptPackages(variant string) []string {
+	if variant == VariantDatascience {
+		return []string{"python3-munkres", "python3-numpy", "python3-pandas", "python3-matplotlib"}
+	}
+	return nil
+}
+
+// aptInstallArgs are the apt-get arguments that install pkgs. Without a pty
+// for dpkg, the chroot needs no /dev/pts.
+func aptInstallArgs(pkgs []string) []string {
+	return append([]string{"-o", "Dpkg::Use-Pty=0", "install", "-y", "--no-install-recommends"}, pkgs...)
 }
 
 // importDebian debootstraps Debian into a temporary directory, trims it and
@@ -97,6 +122,9 @@ func (b *Builder) importDebian(ctx context.Context, variant, tag string) (err er
 	}()
 	target := filepath.Join(dir, "rootfs")
 	if err := b.debootstrap(ctx, variant, target); err != nil {
+		return err
+	}
+	if err := b.aptInstall(ctx, variant, target); err != nil {
 		return err
 	}
 	if err := trimRootfs(target); err != nil {
@@ -131,6 +159,73 @@ func (b *Builder) debootstrap(ctx context.Context, variant, target string) error
 	b.log().Info("debootstrap done", "variant", variant, "duration_ms", time.Since(start).Milliseconds())
 	b.progressf("pybox: debootstrap done in %s", d)
 	return nil
+}
+
+// policyRcD forbids maintainer scripts to start services in the chroot.
+const policyRcD = "#!/bin/sh\nexit 101\n"
+
+// aptInstall installs the apt packages of variant, if any, into root, a
+// fresh debootstrap, from the sources.list and package lists debootstrap
+// wrote for the mirror. Services may not start meanwhile. Nothing is
+// mounted: apt and these packages' maintainer scripts need no /proc.
+func (b *Builder) aptInstall(ctx context.Context, variant, root string) error {
+	pkgs := aptPackages(variant)
+	if len(pkgs) == 0 {
+		return nil
+	}
+	b.progressf("pybox: apt-get install %s...", strings.Join(pkgs, " "))
+	start := time.Now()
+	policy := filepath.Join(root, "usr", "sbin", "policy-rc.d")
+	if err := os.WriteFile(policy, []byte(policyRcD), 0o755); err != nil {
+		return fmt.Errorf("policy-rc.d: %w", err)
+	}
+	if err := chrootApt(ctx, root, aptInstallArgs(pkgs)); err != nil {
+		return err
+	}
+	if err := os.Remove(policy); err != nil {
+		return fmt.Errorf("policy-rc.d: %w", err)
+	}
+	b.log().Info("apt install done", "variant", variant, "duration_ms", time.Since(start).Milliseconds())
+	b.progressf("pybox: apt-get install done in %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// chrootApt runs apt-get with args in root, keeping the tail of its output
+// for the error. apt-get and dpkg run in a process group of their own,
+// signalled whole on cancellation and killed whole on failure, so nothing
+// goes on writing into a tree that is about to be removed.
+func chrootApt(ctx context.Context, root string, args []string) error {
+	out := &tailBuffer{max: 4096}
+	cmd := exec.CommandContext(ctx, "chroot", append([]string{root, "apt-get"}, args...)...)
+	cmd.Env = chrootEnv()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if cmd.Process != nil {
+		// ESRCH, the usual answer, means nothing was left.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("apt-get install stopped: %w", context.Cause(ctx))
+	}
+	return fmt.Errorf("apt-get install in the %s root: %w\n%s", debianSuite, err, out)
+}
+
+// chrootEnv is apt's environment in the chroot: non-interactive, plus the
+// host's proxy settings, which debootstrap used too.
+func chrootEnv() []string {
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}
+	for _, k := range []string{"http_proxy", "https_proxy", "no_proxy"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // trimRootfs drops the apt caches and the host's identity files that

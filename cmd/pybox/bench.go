@@ -71,33 +71,44 @@ type bench struct {
 }
 
 func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error) {
-	cs, stop, err := b.connect(ctx, serveArgs)
+	wh, err := benchWheelhouse()
+	if err != nil {
+		return benchReport{}, err
+	}
+	defer os.RemoveAll(wh)
+	cs, stop, err := b.connect(ctx, serveArgs, "PYBOX_WHEELHOUSE="+wh, "PYBOX_INSTALL_NETWORK=none")
 	if err != nil {
 		return benchReport{}, err
 	}
 	defer stop()
 	rep := benchReport{Image: b.image}
-	mcpRow, err := b.measure("execute_code print(1) (MCP, cold container)", func() error {
-		return callPrint1(ctx, cs)
-	})
-	if err != nil {
-		return rep, err
+	for _, sc := range b.scenarios(ctx, cs) {
+		row, err := b.measure(sc)
+		if err != nil {
+			row = benchRow{Name: sc.name, Skipped: err.Error()}
+		}
+		row.Note = sc.note
+		rep.Rows = append(rep.Rows, row)
 	}
-	rep.Rows = append(rep.Rows, mcpRow)
-	dockerRow, err := b.measure("docker run --rm IMAGE python -c 'print(1)'", func() error {
-		return dockerRunPrint1(ctx, b.image)
-	})
-	if err != nil {
-		dockerRow = benchRow{Name: dockerRow.Name, Skipped: err.Error()}
-	} else {
-		rep.RatioMCPToDockerRun = round(mcpRow.P50MS / dockerRow.P50MS)
+	mcp, docker := rep.row("execute_code print(1)"), rep.row("docker run --rm")
+	if mcp != nil && docker != nil && docker.P50MS > 0 && mcp.Skipped == "" {
+		rep.RatioMCPToDockerRun = round(mcp.P50MS / docker.P50MS)
 	}
-	rep.Rows = append(rep.Rows, dockerRow)
 	return rep, nil
 }
 
+// row finds the first row whose name starts with prefix.
+func (r benchReport) row(prefix string) *benchRow {
+	for i := range r.Rows {
+		if strings.HasPrefix(r.Rows[i].Name, prefix) {
+			return &r.Rows[i]
+		}
+	}
+	return nil
+}
+
 // connect starts `pybox serve` (this binary) and connects an MCP client.
-func (b *bench) connect(ctx context.Context, serveArgs []string) (*mcp.ClientSession, func(), error) {
+func (b *bench) connect(ctx context.Context, serveArgs []string, env ...string) (*mcp.ClientSession, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -107,51 +118,45 @@ func (b *bench) connect(ctx context.Context, serveArgs []string) (*mcp.ClientSes
 		return nil, nil, err
 	}
 	cmd := exec.Command(self, append([]string{"serve", "--log-level=warn"}, serveArgs...)...)
-	cmd.Env = append(os.Environ(), "CODE_STORAGE_DIR="+storage)
+	state, err := os.MkdirTemp("", "pybox-bench-state-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Env = append(append(os.Environ(), "CODE_STORAGE_DIR="+storage, "PYBOX_STATE_DIR="+state), env...)
 	cmd.Stderr = b.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-bench", Version: version}, nil)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cleanup := func() { os.RemoveAll(storage); os.RemoveAll(state) }
 	if err != nil {
-		os.RemoveAll(storage)
+		cleanup()
 		return nil, nil, fmt.Errorf("start pybox serve: %w", err)
 	}
-	return cs, func() { cs.Close(); os.RemoveAll(storage) }, nil
+	return cs, func() { cs.Close(); cleanup() }, nil
 }
 
-func callPrint1(ctx context.Context, cs *mcp.ClientSession) error {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "print(1)"}})
-	if err != nil {
-		return err
+// measure runs the scenario's setup, one warm-up call (unless cold), then
+// its calls, and summarises.
+func (b *bench) measure(sc scenario) (benchRow, error) {
+	n := b.n
+	if sc.n > 0 {
+		n = sc.n
 	}
-	if res.IsError || !strings.Contains(textContent(res), "1\n") {
-		return fmt.Errorf("unexpected result: %s", textContent(res))
+	row := benchRow{Name: sc.name, N: n}
+	fmt.Fprintf(b.stderr, "bench: %s ...\n", sc.name)
+	if sc.setup != nil {
+		if err := sc.setup(); err != nil {
+			return row, err
+		}
 	}
-	return nil
-}
-
-func dockerRunPrint1(ctx context.Context, image string) error {
-	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "none", image,
-		"/opt/venv/bin/python", "-c", "print(1)").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("docker run: %v: %s", err, out)
+	if !sc.cold {
+		if err := sc.call(0); err != nil {
+			return row, err
+		}
 	}
-	if strings.TrimSpace(string(out)) != "1" {
-		return fmt.Errorf("docker run printed %q", out)
-	}
-	return nil
-}
-
-// measure runs f once to warm up, then n times, and summarises.
-func (b *bench) measure(name string, f func() error) (benchRow, error) {
-	row := benchRow{Name: name, N: b.n}
-	fmt.Fprintf(b.stderr, "bench: %s ...\n", name)
-	if err := f(); err != nil {
-		return row, err
-	}
-	ds := make([]time.Duration, 0, b.n)
-	for range b.n {
+	ds := make([]time.Duration, 0, n)
+	for i := range n {
 		t := time.Now()
-		if err := f(); err != nil {
+		if err := sc.call(i + 1); err != nil {
 			return row, err
 		}
 		ds = append(ds, time.Since(t))

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/wheel"
+)
+
+// scenario is one benchmark row.
+type scenario struct {
+	name  string
+	note  string
+	n     int // calls measured; 0 = the -n flag
+	cold  bool
+	setup func() error
+	call  func(i int) error // i is 0 for the warm-up call
+}
+
+// benchPackages is how many distinct packages the first-install row uses
+// (each first install is a new layer, so the row measures a few).
+const benchPackages = 3
+
+func (b *bench) scenarios(ctx context.Context, cs *mcp.ClientSession) []scenario {
+	exec := func(args map[string]any, want string) func(int) error {
+		return func(int) error { return callExpect(ctx, cs, "execute_code", args, want) }
+	}
+	print1 := map[string]any{"code": "print(1)"}
+	install := func(i int) error {
+		return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{benchPackage(i)}}, "Installed")
+	}
+	return []scenario{
+		{name: "execute_code print(1) (MCP, fresh container)", call: exec(print1, "1\n")},
+		{name: "docker run --rm IMAGE python -c 'print(1)'", call: func(int) error { return dockerRunPrint1(ctx, b.image) }},
+		{name: "install_dependencies, first install (new layer)", n: benchPackages, cold: true,
+			call: func(i int) error { return install(i - 1) }},
+		{name: "install_dependencies, cache hit", note: "target < 100 ms",
+			call: func(int) error {
+				return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{benchPackage(0)}}, "cached")
+			}},
+		{name: "execute_code after the installs (import one)", note: "same as before the installs",
+			call: exec(map[string]any{"code": "import " + benchPackage(0) + "\nprint(1)"}, "1\n")},
+		{name: "execute_code in a live session print(1)", note: "target p50 < 20 ms",
+			call: exec(map[string]any{"code": "print(1)", "session_id": "bench"}, "1\n")},
+		{name: "execute_code returning one figure", note: "needs the datascience variant", setup: b.figureSetup(ctx, cs),
+			call: func(int) error { return callFigure(ctx, cs) }},
+	}
+}
+
+// benchPackage names the i-th generated package.
+func benchPackage(i int) string { return fmt.Sprintf("pyboxbench%d", i) }
+
+// benchWheelhouse writes the benchmark's packages into a fresh directory.
+func benchWheelhouse() (string, error) {
+	dir, err := os.MkdirTemp("", "pybox-bench-wheels-")
+	if err != nil {
+		return "", err
+	}
+	os.Chmod(dir, 0o755) // the install container reads it as root; best effort
+	nonce := fmt.Sprint(os.Getpid())
+	for i := range benchPackages {
+		if _, err := wheel.Write(dir, wheel.Wheel{Name: benchPackage(i), Version: "1.0." + nonce, Code: "X = 1\n"}); err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// figureSetup switches to the datascience variant when its image exists.
+func (b *bench) figureSetup(ctx context.Context, cs *mcp.ClientSession) func() error {
+	return func() error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "configure_environment",
+			Arguments: map[string]any{"type": "venv-uv", "variant": "datascience"}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return errors.New("datascience image unavailable (pybox image build --variant datascience)")
+		}
+		return nil
+	}
+}
+
+const figureCode = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\n"
+
+func callFigure(ctx context.Context, cs *mcp.ClientSession) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": figureCode}})
+	if err != nil {
+		return err
+	}
+	for _, c := range res.Content {
+		if img, ok := c.(*mcp.ImageContent); ok && img.MIMEType == "image/png" {
+			return nil
+		}
+	}
+	return fmt.Errorf("no figure came back: %s", textContent(res))
+}
+
+// callExpect calls a tool and checks that its text contains want.
+func callExpect(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any, want string) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return err
+	}
+	if res.IsError || !strings.Contains(textContent(res), want) {
+		return fmt.Errorf("%s: unexpected result: %s", name, textContent(res))
+	}
+	return nil
+}
+
+func dockerRunPrint1(ctx context.Context, image string) error {
+	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "none", image,
+		"/opt/venv/bin/python", "-c", "print(1)").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker run: %v: %s", err, out)
+	}
+	if strings.TrimSpace(string(out)) != "1" {
+		return fmt.Errorf("docker run printed %q", out)
+	}
+	return nil
+}

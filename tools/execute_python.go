@@ -1,0 +1,65 @@
+package tools
+
+import (
+	"context"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The execute_python tools of two popular executors, backed by the same
+// sandbox: mcp-executor's is stateful, mcp-python-executor's takes
+// inputData (stdin lines).
+
+var executePythonStatefulTool = &mcp.Tool{
+	Name: "execute_python",
+	Description: "Execute Python code in a persistent, isolated sandbox session: variables, imports and functions " +
+		"defined in one call are available in the next. Returns stdout, stderr and the exit status. No network.",
+	Annotations: &mcp.ToolAnnotations{Title: "Execute Python (stateful)", OpenWorldHint: new(bool)},
+}
+
+// ExecutePythonStatefulInput is mcp-executor's execute_python.
+type ExecutePythonStatefulInput struct {
+	Code string `json:"code" jsonschema:"Python code to execute"`
+}
+
+// defaultSession is the session mcp-executor's execute_python uses per MCP
+// connection (stdio has one connection, so one session).
+func defaultSession(req *mcp.CallToolRequest) string {
+	id := "default"
+	if req != nil && req.Session != nil && req.Session.ID() != "" {
+		id = req.Session.ID()
+	}
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, id)
+	return "mcp-executor-" + safe[:min(len(safe), 40)]
+}
+
+func (h *handlers) executePythonStateful(ctx context.Context, req *mcp.CallToolRequest, in ExecutePythonStatefulInput) (*mcp.CallToolResult, ExecutionOutput, error) {
+	return h.executeCode(ctx, req, ExecuteCodeInput{Code: in.Code, SessionID: defaultSession(req)})
+}
+
+var executePythonTool = &mcp.Tool{
+	Name: "execute_python",
+	Description: "Execute Python code in a fresh, isolated container and return stdout, stderr and the exit status. " +
+		"inputData lines are fed to standard input (input() reads them in order). No network.",
+	Annotations: &mcp.ToolAnnotations{Title: "Execute Python", OpenWorldHint: new(bool)},
+}
+
+// ExecutePythonInput is mcp-python-executor's execute_python.
+type ExecutePythonInput struct {
+	Code      string   `json:"code" jsonschema:"Python code to execute"`
+	InputData []string `json:"inputData,omitempty" jsonschema:"lines fed to the program's standard input, one per element"`
+}
+
+func (h *handlers) executePython(ctx context.Context, req *mcp.CallToolRequest, in ExecutePythonInput) (*mcp.CallToolResult, ExecutionOutput, error) {
+	input := ""
+	if len(in.InputData) > 0 {
+		input = strings.Join(in.InputData, "\n") + "\n"
+	}
+	return h.executeCode(ctx, req, ExecuteCodeInput{Code: in.Code, Input: input})
+}
