@@ -5,6 +5,7 @@ package images
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,33 +13,43 @@ import (
 )
 
 // TestOfflineFailureCleansUp: a debootstrap that fails (an unreachable
-// mirror) or is cancelled leaves no directory and no mount behind, and the
-// images stay as they were.
+// mirror) or is cancelled, or an apt install in its root that is cancelled,
+// leaves no directory and no mount behind, and the images stay as they
+// were. The apt case needs a full debootstrap first, so it runs only with
+// PYBOX_TEST_DATASCIENCE=1.
 func TestOfflineFailureCleansUp(t *testing.T) {
 	eng := requireDocker(t)
 	if err := checkOffline(); err != nil {
 		t.Skipf("offline build not possible here: %v", err)
 	}
 	tests := []struct {
-		name, mirror, wantErr string
-		cancelAfter           time.Duration
+		name, variant, mirror, wantErr string
+		cancelOn                       string // a progress line that starts the countdown to cancel
+		cancelAfter                    time.Duration
+		slow                           bool
 	}{
-		{"unreachable mirror", "http://127.0.0.1:9/debian", "debootstrap bookworm from http://127.0.0.1:9/debian", 0},
-		{"cancelled", "", "context canceled", 3 * time.Second},
+		{"unreachable mirror", VariantBase, "http://127.0.0.1:9/debian",
+			"debootstrap bookworm from http://127.0.0.1:9/debian", "", 0, false},
+		{"cancelled", VariantBase, "", "context canceled", "pybox: debootstrap", 3 * time.Second, false},
+		{"cancelled in apt", VariantDatascience, "", "apt-get install stopped: context canceled",
+			"pybox: apt-get install", 5 * time.Second, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.slow && os.Getenv("PYBOX_TEST_DATASCIENCE") != "1" {
+				t.Skip("set PYBOX_TEST_DATASCIENCE=1 to debootstrap and cancel the apt install")
+			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			b, _ := testBuilder(t, eng)
 			b.TempDir, b.Mirror = t.TempDir(), tt.mirror
 			if tt.cancelAfter > 0 {
-				b.Progress = &onLine{w: b.Progress, substr: "pybox: debootstrap", fn: func() {
+				b.Progress = &onLine{w: b.Progress, substr: tt.cancelOn, fn: func() {
 					time.AfterFunc(tt.cancelAfter, cancel)
 				}}
 			}
-			before := imageIDs(t, b, rootfsTag(VariantBase), Tag(VariantBase))
-			_, err := b.Build(ctx, BuildOptions{Variant: "base", Offline: true})
+			before := imageIDs(t, b, rootfsTag(tt.variant), Tag(tt.variant))
+			_, err := b.Build(ctx, BuildOptions{Variant: tt.variant, Offline: true})
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Build error = %v, want one containing %q", err, tt.wantErr)
 			}
@@ -49,12 +60,29 @@ func TestOfflineFailureCleansUp(t *testing.T) {
 			if mounts, _ := mountsUnder(b.TempDir); len(mounts) != 0 {
 				t.Errorf("mounts left: %v", mounts)
 			}
-			after := imageIDs(t, b, rootfsTag(VariantBase), Tag(VariantBase))
+			if pids := rootedUnder(b.TempDir); len(pids) != 0 {
+				t.Errorf("processes still chrooted in the temp dir: %v", pids)
+			}
+			after := imageIDs(t, b, rootfsTag(tt.variant), Tag(tt.variant))
 			if strings.Join(after, " ") != strings.Join(before, " ") {
 				t.Errorf("images changed: %v -> %v", before, after)
 			}
 		})
 	}
+}
+
+// rootedUnder lists the processes whose root directory is inside dir (a
+// dpkg that outlived a cancelled build).
+func rootedUnder(dir string) []string {
+	roots, _ := filepath.Glob("/proc/[0-9]*/root") // the pattern is valid
+	var pids []string
+	for _, r := range roots {
+		target, err := os.Readlink(r)
+		if err == nil && strings.HasPrefix(target, dir+"/") {
+			pids = append(pids, filepath.Base(filepath.Dir(r)))
+		}
+	}
+	return pids
 }
 
 func imageIDs(t *testing.T, b *Builder, refs ...string) []string {

@@ -66,6 +66,9 @@ func (s *Sandbox) RunInSession(ctx context.Context, id string, p SessionProgram)
 	if err := ValidSessionID(id); err != nil {
 		return Result{}, err
 	}
+	if ls := s.lookup(id); ls != nil && p.FollowImage && ls.image != p.Image {
+		s.retire(ls, "the environment changed (packages were installed or it was reconfigured), so it restarted on the new one")
+	}
 	ls, fresh, err := s.sessionFor(ctx, id, p)
 	if err != nil {
 		return Result{}, err

@@ -14,7 +14,8 @@ import (
 var executePythonStatefulTool = &mcp.Tool{
 	Name: "execute_python",
 	Description: "Execute Python code in a persistent, isolated sandbox session: variables, imports and functions " +
-		"defined in one call are available in the next. Returns stdout, stderr and the exit status. No network.",
+		"defined in one call are available in the next. Returns stdout, stderr and the exit status. No network. " +
+		"After install_package the session restarts on the updated environment (the result says so).",
 	Annotations: &mcp.ToolAnnotations{Title: "Execute Python (stateful)", OpenWorldHint: new(bool)},
 }
 
@@ -39,8 +40,19 @@ func defaultSession(req *mcp.CallToolRequest) string {
 	return "mcp-executor-" + safe[:min(len(safe), 40)]
 }
 
+// Unlike execute_code's sessions, this one follows the environment: after
+// install_package it restarts on the new image (saying so), because
+// installing and then importing is that tool set's everyday flow.
 func (h *handlers) executePythonStateful(ctx context.Context, req *mcp.CallToolRequest, in ExecutePythonStatefulInput) (*mcp.CallToolResult, ExecutionOutput, error) {
-	return h.executeCode(ctx, req, ExecuteCodeInput{Code: in.Code, SessionID: defaultSession(req)})
+	if err := h.checkCode(in.Code); err != nil {
+		return nil, ExecutionOutput{}, err
+	}
+	session := defaultSession(req)
+	rel, err := h.saveCode(in.Code, "", session)
+	if err != nil {
+		return nil, ExecutionOutput{}, h.internal(ctx, "save code", err)
+	}
+	return h.run(ctx, runRequest{req: req, file: rel, code: in.Code, session: session, follow: true})
 }
 
 var executePythonTool = &mcp.Tool{

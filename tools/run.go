@@ -44,6 +44,7 @@ type runRequest struct {
 	file     string               // relative to the storage root
 	code     string               // the program text (sessions send it to the kernel)
 	session  string               // "" = a fresh, ephemeral container
+	follow   bool                 // the session restarts when the environment changed
 	input    string
 	timeoutS float64
 }
@@ -110,7 +111,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, ws *storage.Dir, o
 	}
 	return h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.Python(),
 		Workspace: ws.Path(), Code: r.code, Filename: sessionFilename(r.session, r.file), Stdin: stdin, Timeout: timeout,
-		Outputs: outputs, OnOutput: prog.hook()})
+		Outputs: outputs, OnOutput: prog.hook(), FollowImage: r.follow})
 }
 
 // artifactText lists the output files for the model.

@@ -27,6 +27,7 @@ type Config struct {
 	MaxInputBytes int           // largest stdin text accepted; default 1 MiB
 	MaxTimeout    time.Duration // cap on a call's timeout_s; default 300s
 	MaxFileBytes  int           // largest code file the file tools build or read; default 8 MiB
+	Toolset       string        // which tools are listed (see Toolsets); default "default"
 	Version       string        // reported to clients
 	Log           *slog.Logger  // nil discards
 }
@@ -60,20 +61,9 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "pybox", Title: "pybox: Python in a locked-down sandbox", Version: cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions})
 	h := &handlers{cfg: cfg}
-	mcp.AddTool(s, executeCodeTool, h.executeCode)
-	mcp.AddTool(s, initializeCodeFileTool, h.initializeCodeFile)
-	mcp.AddTool(s, appendToCodeFileTool, h.appendToCodeFile)
-	mcp.AddTool(s, readCodeFileTool, h.readCodeFile)
-	mcp.AddTool(s, executeCodeFileTool, h.executeCodeFile)
-	mcp.AddTool(s, readFileTool, h.readFile)
-	mcp.AddTool(s, writeFileTool, h.writeFile)
-	mcp.AddTool(s, listFilesTool, h.listFiles)
-	mcp.AddTool(s, installDependenciesTool, h.installDependencies)
-	mcp.AddTool(s, checkInstalledPackagesTool, h.checkInstalledPackages)
-	mcp.AddTool(s, configureEnvironmentTool, h.configureEnvironment)
-	mcp.AddTool(s, getEnvironmentConfigTool, h.getEnvironmentConfig)
-	mcp.AddTool(s, listSessionsTool, h.listSessions)
-	mcp.AddTool(s, closeSessionTool, h.closeSession)
+	if err := h.register(s, orDefault(cfg.Toolset, ToolsetDefault)); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

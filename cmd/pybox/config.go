@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ type config struct {
 	MaxCodeBytes  string
 	MaxFileBytes  string
 	LogLevel      string
+	Toolset       string
 	Mirror        string
 	Build         string
 	EnvType       string
@@ -85,6 +87,7 @@ func (c *config) settings() []setting {
 		{"session-ttl", "PYBOX_SESSION_TTL", "idle time after which a session ends", dur(&c.SessionTTL, 15*time.Minute)},
 		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program (or stdin text, or appended chunk) accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},
 		{"max-file-size", "PYBOX_MAX_FILE_SIZE", "largest code file the file tools build or read (e.g. 8m)", str(&c.MaxFileBytes, "8m")},
+		{"toolset", "PYBOX_TOOLSET", "tools to list: default, mcp-code-executor, mcp-executor, python-executor, all", str(&c.Toolset, "default")},
 		{"log-level", "PYBOX_LOG_LEVEL", "log level on stderr: debug, info, warn, error", str(&c.LogLevel, "info")},
 		{"debian-mirror", "PYBOX_DEBIAN_MIRROR", "Debian mirror for offline image builds", str(&c.Mirror, "http://deb.debian.org/debian")},
 		{"build", "PYBOX_BUILD", "build the runtime image when missing: auto (online, then offline), online, offline, never", str(&c.Build, "auto")},
@@ -216,6 +219,9 @@ func (c *config) validate() error {
 	}
 	if _, err := c.image(); err != nil {
 		errs = append(errs, err)
+	}
+	if !slices.Contains(tools.Toolsets(), c.Toolset) {
+		errs = append(errs, fmt.Errorf("toolset %q: use one of %s", c.Toolset, strings.Join(tools.Toolsets(), ", ")))
 	}
 	if _, err := c.initialEnv().Normalize(); err != nil {
 		errs = append(errs, err)

@@ -124,15 +124,29 @@ func (d *Dir) Write(rel string, content []byte) error {
 		return d.wrap("write", rel, err)
 	}
 	_, werr := f.Write(content)
+	merr := d.finishMode(f)
 	serr := f.Sync()
 	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(werr, merr, serr, cerr); err != nil {
 		_ = d.root.Remove(tmp) // best effort: the temp file is ours and useless now
 		return d.wrap("write", rel, err)
 	}
 	if err := d.root.Rename(tmp, rel); err != nil {
 		_ = d.root.Remove(tmp) // best effort, as above
 		return d.wrap("write", rel, err)
+	}
+	return nil
+}
+
+// finishMode makes a new file readable by the sandbox whatever the
+// server's umask, and gives it the sandbox owner when one is set (so
+// programs can also append to files the tools wrote).
+func (d *Dir) finishMode(f *os.File) error {
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if d.owner != nil {
+		return f.Chown(d.owner[0], d.owner[1])
 	}
 	return nil
 }

@@ -16,23 +16,18 @@ func (d *Dir) SetOwner(uid, gid int) error {
 	return nil
 }
 
-// Sub creates (if needed) the directory rel inside d, including parents,
-// and opens it as a Dir of its own with d's owner.
+// Sub creates (if needed) the directory rel inside d, including parents
+// (new ones get d's owner), and opens it as a Dir of its own.
 func (d *Dir) Sub(rel string) (*Dir, error) {
 	rel, err := d.Rel(rel)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.root.MkdirAll(rel, 0o755); err != nil {
+	if err := d.mkdirAll(rel); err != nil {
 		return nil, d.wrap("create directory", rel, err)
 	}
 	if err := d.refuseNonDir(rel); err != nil {
 		return nil, err
-	}
-	if d.owner != nil {
-		if err := d.root.Lchown(rel, d.owner[0], d.owner[1]); err != nil {
-			return nil, d.wrap("own directory", rel, err)
-		}
 	}
 	root, err := d.root.OpenRoot(rel)
 	if err != nil {
