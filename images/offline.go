@@ -75,7 +75,7 @@ func rootfsTag(variant string) string {
 
 // offlineRecipe describes how the offline base of variant is made.
 func offlineRecipe(variant string) string {
-	r := "debootstrap " + strings.Join(debootstrapArgs(variant, "DIR", "MIRROR"), " ")
+	r := "debootstrap " + strings.Join(debootstrapArgs("DIR", "MIRROR"), " ")
 	if pkgs := aptPackages(variant); len(pkgs) > 0 {
 		r += " && chroot DIR apt-get " + strings.Join(aptInstallArgs(pkgs), " ")
 	}
@@ -87,7 +87,7 @@ func offlineRecipe(variant string) string {
 // apt afterwards (aptPackages), because debootstrap resolves an alternative
 // by taking its first choice. The variant is unused (kept for the callers
 // in tests).
-func debootstrapArgs(_, dir, mirror string) []string {
+func debootstrapArgs(dir, mirror string) []string {
 	return []string{"--variant=minbase", "--include=python3,python3-venv,python3-pip", debianSuite, dir, mirror}
 }
 
@@ -143,7 +143,7 @@ func (b *Builder) debootstrap(ctx context.Context, variant, target string) error
 	b.progressf("pybox: debootstrap %s for %s from %s (about a minute)...", debianSuite, variant, mirror)
 	start := time.Now()
 	out := &tailBuffer{max: 2048}
-	cmd := exec.CommandContext(ctx, "debootstrap", debootstrapArgs(variant, target, mirror)...)
+	cmd := exec.CommandContext(ctx, "debootstrap", debootstrapArgs(target, mirror)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// SIGTERM first so debootstrap's exit trap unmounts /proc in the target.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

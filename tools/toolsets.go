@@ -77,3 +77,12 @@ func (h *handlers) register(s *mcp.Server, set string) error {
 	}
 	return nil
 }
+
+// ToolNames lists the tool names a set exposes.
+func ToolNames(set string) []string {
+	var names []string
+	for _, id := range toolsets[set] {
+		names = append(names, strings.SplitN(id, "/", 2)[0])
+	}
+	return names
+}
