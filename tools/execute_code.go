@@ -64,10 +64,18 @@ func (h *handlers) saveCode(code, filename, session string) (string, error) {
 	return path.Join(sessionsDir, session, name), nil
 }
 
-// checkCode enforces the size cap on submitted code.
+// checkCode enforces the size cap and the policy's guardrails on code.
 func (h *handlers) checkCode(code string) error {
 	if len(code) > h.cfg.MaxCodeBytes {
 		return fmt.Errorf("code is %d bytes; the limit is %d bytes", len(code), h.cfg.MaxCodeBytes)
 	}
-	return nil
+	return h.guard(code)
+}
+
+// guard applies the policy's guardrails, if any.
+func (h *handlers) guard(code string) error {
+	if h.cfg.Guard == nil {
+		return nil
+	}
+	return h.cfg.Guard(code)
 }

@@ -33,13 +33,18 @@ func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest
 		return nil, ExecutionOutput{}, err
 	}
 	r := runRequest{req: req, file: rel, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
-	if in.SessionID != "" { // the session's container sees only its own folder: send the code
+	// A session's container sees only its own folder, so it gets the code
+	// itself; the policy's guardrails need to see it too.
+	if in.SessionID != "" || h.cfg.Guard != nil {
 		code, cut, err := h.cfg.Storage.Read(rel, int64(h.cfg.MaxFileBytes))
 		if err != nil {
 			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, err)
 		}
 		if cut {
 			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, storage.ErrTooLarge)
+		}
+		if err := h.guard(string(code)); err != nil {
+			return nil, ExecutionOutput{}, err
 		}
 		r.code = string(code)
 	}

@@ -28,8 +28,11 @@ type Config struct {
 	MaxTimeout    time.Duration // cap on a call's timeout_s; default 300s
 	MaxFileBytes  int           // largest code file the file tools build or read; default 8 MiB
 	Toolset       string        // which tools are listed (see Toolsets); default "default"
-	Version       string        // reported to clients
-	Log           *slog.Logger  // nil discards
+	// Guard, when set, checks code before it runs (the policy's static
+	// guardrails); its error is shown to the model as is.
+	Guard   func(code string) error
+	Version string       // reported to clients
+	Log     *slog.Logger // nil discards
 }
 
 // Defaults for Config.

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/policies"
 	"github.com/pybox-dev/pybox/sandbox"
 	"github.com/pybox-dev/pybox/tools"
 )
@@ -40,6 +41,8 @@ type config struct {
 	MaxFileBytes  string
 	LogLevel      string
 	Toolset       string
+	Policy        string
+	policy        *policies.Policy // loaded by parseFlags
 	Mirror        string
 	Build         string
 	EnvType       string
@@ -87,6 +90,7 @@ func (c *config) settings() []setting {
 		{"session-ttl", "PYBOX_SESSION_TTL", "idle time after which a session ends", dur(&c.SessionTTL, 15*time.Minute)},
 		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program (or stdin text, or appended chunk) accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},
 		{"max-file-size", "PYBOX_MAX_FILE_SIZE", "largest code file the file tools build or read (e.g. 8m)", str(&c.MaxFileBytes, "8m")},
+		{"policy", "PYBOX_POLICY", "policy: default, strict, permissive, or a policy JSON file (its settings apply where no flag or variable is given)", str(&c.Policy, "default")},
 		{"toolset", "PYBOX_TOOLSET", "tools to list: default, mcp-code-executor, mcp-executor, python-executor, all", str(&c.Toolset, "default")},
 		{"log-level", "PYBOX_LOG_LEVEL", "log level on stderr: debug, info, warn, error", str(&c.LogLevel, "info")},
 		{"debian-mirror", "PYBOX_DEBIAN_MIRROR", "Debian mirror for offline image builds", str(&c.Mirror, "http://deb.debian.org/debian")},
@@ -130,13 +134,45 @@ func (c *config) applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	return nil
 }
 
-// parseFlags parses args into c, then fills unset flags from the environment.
+// parseFlags parses args into c, then fills unset flags from the
+// environment, then from the policy in force.
 func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 	c.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return c.applyEnv(fs, os.Getenv)
+	if err := c.applyEnv(fs, os.Getenv); err != nil {
+		return err
+	}
+	return c.applyPolicy(fs)
+}
+
+// applyPolicy loads the policy and sets every flag that neither the
+// command line nor the environment set and the policy has a value for.
+func (c *config) applyPolicy(fs *flag.FlagSet) error {
+	var known []string
+	byEnv := map[string]string{}
+	for _, s := range c.settings() {
+		if s.env != "PYBOX_POLICY" {
+			known = append(known, s.env)
+			byEnv[s.env] = s.flag
+		}
+	}
+	p, err := policies.Load(c.Policy, known)
+	if err != nil {
+		return err
+	}
+	c.policy = p
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for env, v := range p.Settings {
+		if name := byEnv[env]; !given[name] {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("policy %s: invalid %s=%q: %w", p.Name, env, v, err)
+			}
+		}
+	}
+	return nil
 }
 
 // forwardFlags renders the settings given on the command line as flags for

@@ -92,3 +92,37 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestPolicyPrecedence(t *testing.T) {
+	parse := func(args []string, env map[string]string) *config {
+		t.Helper()
+		c := &config{}
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.applyEnv(fs, func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.applyPolicy(fs); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := parse([]string{"--policy", "strict", "--timeout", "3s"}, map[string]string{"PYBOX_MEMORY": "300m"})
+	if c.Timeout != 3*time.Second || c.Memory != "300m" || c.Pids != 64 || c.CPUs != 0.5 {
+		t.Errorf("strict with overrides: timeout %v (flag 3s) memory %q (env 300m) pids %d cpus %v (policy 64, 0.5)",
+			c.Timeout, c.Memory, c.Pids, c.CPUs)
+	}
+	if err := c.policy.Check("import ctypes"); err == nil {
+		t.Error("strict policy let ctypes through")
+	}
+	if d := parse(nil, nil); d.Pids != 128 || d.policy.Check("import ctypes") != nil {
+		t.Errorf("default policy: pids %d; it must change nothing", d.Pids)
+	}
+	if p := parse(nil, map[string]string{"PYBOX_POLICY": "permissive"}); p.Memory != "2g" || !p.AllowURLReqs {
+		t.Errorf("permissive from the environment: memory %q allow URLs %v", p.Memory, p.AllowURLReqs)
+	}
+}

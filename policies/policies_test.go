@@ -1,0 +1,90 @@
+package policies
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var known = []string{"PYBOX_TIMEOUT", "PYBOX_MAX_TIMEOUT", "PYBOX_MEMORY", "PYBOX_CPUS", "PYBOX_PIDS",
+	"PYBOX_OUTPUT_LIMIT", "PYBOX_MAX_CONCURRENT", "PYBOX_MAX_SESSIONS", "PYBOX_SESSION_TTL",
+	"PYBOX_MAX_CODE_SIZE", "PYBOX_MAX_FILE_SIZE", "PYBOX_ALLOW_URL_REQUIREMENTS"}
+
+func TestBuiltinPoliciesLoad(t *testing.T) {
+	for _, name := range Names() {
+		p, err := Load(name, known)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if p.Name != name || p.Description == "" {
+			t.Errorf("%s: name %q description %q", name, p.Name, p.Description)
+		}
+	}
+	if p, _ := Load("default", known); len(p.Settings) != 0 {
+		t.Errorf("the default policy must not change any setting: %v", p.Settings)
+	}
+}
+
+func TestStrictGuardrails(t *testing.T) {
+	p, err := Load("strict", known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		code string
+		deny string
+	}{
+		{"print(1)", ""},
+		{"import os\nprint(os.getcwd())", ""},
+		{"x = 1\nimport ctypes", "ctypes"},
+		{"from ctypes import CDLL", "ctypes"},
+		{"m = __import__('ctypes')", "ctypes"},
+		{"import os\nos.fork()", "forking"},
+		{"open('/proc/self/mem', 'rb')", "/proc"},
+	}
+	for _, tt := range tests {
+		err := p.Check(tt.code)
+		if tt.deny == "" && err != nil {
+			t.Errorf("Check(%q) = %v, want allowed", tt.code, err)
+		}
+		if tt.deny != "" && (!errors.Is(err, ErrViolation) || !strings.Contains(err.Error(), tt.deny)) {
+			t.Errorf("Check(%q) = %v, want a violation about %s", tt.code, err, tt.deny)
+		}
+	}
+	if err := p.Check("a = 1\nb = 2\nimport ctypes"); !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("violation does not name the line: %v", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := []struct {
+		name, src, want string
+	}{
+		{"unknown builtin", "lenient", "unknown policy"},
+		{"missing file", filepath.Join(dir, "nope.json"), "policy file"},
+		{"unknown setting", write("a.json", `{"name":"a","settings":{"PYBOX_EVERYTHING":"1"}}`), "unknown setting"},
+		{"unknown field", write("b.json", `{"name":"b","extra":1}`), "unknown field"},
+		{"bad pattern", write("c.json", `{"name":"c","deny":[{"pattern":"(","reason":"x"}]}`), "valid pattern"},
+		{"no reason", write("d.json", `{"name":"d","deny":[{"pattern":"x"}]}`), "reason"},
+		{"no name", write("e.json", `{"settings":{}}`), "name is required"},
+	}
+	for _, tt := range tests {
+		if _, err := Load(tt.src, known); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+	}
+	p, err := Load(write("ok.json", `{"name":"mine","settings":{"PYBOX_MEMORY":"1g"}}`), known)
+	if err != nil || p.Settings["PYBOX_MEMORY"] != "1g" {
+		t.Errorf("custom policy: %v %+v", err, p)
+	}
+}
