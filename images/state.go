@@ -78,3 +78,20 @@ func saveState(path string, st state) error {
 	}
 	return nil
 }
+
+// StateImages lists the images the state file at path refers to (the
+// active environment and every remembered one); a missing file lists none.
+func StateImages(path string) ([]string, error) {
+	st, ok, err := loadState(path)
+	if err != nil || !ok {
+		return nil, err
+	}
+	refs := []string{st.Environment.Image}
+	for _, e := range st.Known {
+		refs = append(refs, e.Image)
+	}
+	return refs, nil
+}
+
+// LayerRepo is the repository of package-layer images (pybox-env:<key>).
+const LayerRepo = layerRepo

@@ -24,6 +24,7 @@ Usage:
   pybox image build [flags]      build the runtime image (--offline: no registry, no PyPI)
   pybox doctor [flags]           check Docker, the runtime image, runtimes and isolation
   pybox bench [flags]            measure latency through a real MCP client
+  pybox gc [--all] [--dry-run]   remove leftover containers and unused package-layer images
   pybox version                  print the version
 
 Run "pybox COMMAND --help" for a command's flags. Every flag can also be set
@@ -55,6 +56,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return doctorCmd(ctx, args, stdout, stderr)
 	case "bench":
 		err = benchCmd(ctx, args, stdout, stderr)
+	case "gc":
+		err = gcCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "pybox", version)
 	case "help", "-h", "--help":

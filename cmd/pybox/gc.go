@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+
+	"github.com/pybox-dev/pybox/images"
+)
+
+func gcCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := &config{}
+	fs := newFlags("gc", "pybox gc [--all] [--dry-run] [flags]", stderr, c)
+	all := fs.Bool("all", false, "remove every package-layer image, even those the saved environments use")
+	dry := fs.Bool("dry-run", false, "only print what would be removed")
+	if err := parse(fs, c, args); err != nil {
+		return err
+	}
+	a, err := newApp(c, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if !*dry {
+		n, err := a.sandbox.ReapOrphans(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed %d leftover containers\n", n)
+	}
+	keep, err := images.StateImages(filepath.Join(c.StateDir, "environment.json"))
+	if err != nil {
+		return err
+	}
+	return gcLayers(ctx, a, keep, *all, *dry, stdout)
+}
+
+// gcLayers removes package-layer images not in keep (all of them with all).
+func gcLayers(ctx context.Context, a *app, keep []string, all, dry bool, stdout io.Writer) error {
+	layers, err := a.engine.ListImages(ctx, "pybox.managed", "image")
+	if err != nil {
+		return err
+	}
+	removed, kept := 0, 0
+	for _, img := range layers {
+		if !all && (slices.ContainsFunc(img.Tags, func(t string) bool { return slices.Contains(keep, t) }) || slices.Contains(keep, img.ID)) {
+			kept++
+			continue
+		}
+		if dry {
+			fmt.Fprintf(stdout, "would remove %v (%s)\n", img.Tags, shortID(img.ID))
+			continue
+		}
+		if err := a.engine.RemoveImage(ctx, img.ID); err != nil {
+			fmt.Fprintf(stdout, "kept %v: %v\n", img.Tags, err) // in use by a child layer or a container
+			kept++
+			continue
+		}
+		removed++
+	}
+	fmt.Fprintf(stdout, "package layers: %d removed, %d kept\n", removed, kept)
+	return nil
+}
