@@ -203,13 +203,3 @@ func writeReport(rep benchReport, jsonPath string, stdout io.Writer) error {
 	}
 	return nil
 }
-
-func textContent(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}

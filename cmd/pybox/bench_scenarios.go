@@ -100,7 +100,7 @@ func callFigure(ctx context.Context, cs *mcp.ClientSession) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("no figure came back: %s", textContent(res))
+	return fmt.Errorf("no figure came back: %s", text(res))
 }
 
 // callExpect calls a tool and checks that its text contains want.
@@ -109,8 +109,8 @@ func callExpect(ctx context.Context, cs *mcp.ClientSession, name string, args ma
 	if err != nil {
 		return err
 	}
-	if res.IsError || !strings.Contains(textContent(res), want) {
-		return fmt.Errorf("%s: unexpected result: %s", name, textContent(res))
+	if res.IsError || !strings.Contains(text(res), want) {
+		return fmt.Errorf("%s: unexpected result: %s", name, text(res))
 	}
 	return nil
 }

@@ -111,18 +111,8 @@ func TestCodeFileTools(t *testing.T) {
 // still serves.
 func TestCodeFileAttacks(t *testing.T) {
 	s := startServer(t)
-	outside := t.TempDir()
-	target := filepath.Join(outside, "target.py")
-	const targetContent = "host file: do not touch\n"
-	if err := os.WriteFile(target, []byte(targetContent), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	passwd, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpX, tmpXErr := os.ReadFile("/tmp/x.py")
-
+	watch := watchHost(t, "target.py", "/tmp/x.py")
+	outside, target := watch.Outside, watch.Target
 	plant := fmt.Sprintf(`import os
 os.symlink('/etc/passwd', 'evil.py')
 os.symlink(%q, 'evil2.py')
@@ -157,18 +147,7 @@ print('planted')
 		})
 	}
 
-	if got, _ := os.ReadFile(target); string(got) != targetContent {
-		t.Errorf("the outside file changed: %q", got)
-	}
-	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
-		t.Errorf("the outside directory holds %d entries, want 1 (no temp files)", len(entries))
-	}
-	if got, _ := os.ReadFile("/etc/passwd"); string(got) != string(passwd) {
-		t.Errorf("/etc/passwd changed")
-	}
-	if got, err := os.ReadFile("/tmp/x.py"); string(got) != string(tmpX) || (err == nil) != (tmpXErr == nil) {
-		t.Errorf("/tmp/x.py changed: %q, %v", got, err)
-	}
+	watch.check()
 	checkPlanted(t, s.storage, planted)
 	if temps, _ := filepath.Glob(filepath.Join(s.storage, ".pybox-tmp-*")); len(temps) > 0 {
 		t.Errorf("temp files left in code storage: %v", temps)

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -136,17 +135,6 @@ func decode[T any](t *testing.T, res *mcp.CallToolResult) T {
 	return out
 }
 
-// text joins a result's text content.
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 // syncBuffer is a bytes.Buffer safe for the server's stderr copier.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -194,4 +182,48 @@ func checkNoLeftovers() int {
 		return 1
 	}
 	return 0
+}
+
+// hostWatch guards host files an attack must leave alone: a file in a
+// directory outside code storage (Target, which attacks aim at), plus
+// snapshots of /etc/passwd and of any extra paths.
+type hostWatch struct {
+	t       *testing.T
+	Outside string
+	Target  string
+	before  map[string][]byte // nil value: the file did not exist
+}
+
+const watchedContent = "host file: do not touch\n"
+
+func watchHost(t *testing.T, targetName string, extra ...string) *hostWatch {
+	t.Helper()
+	w := &hostWatch{t: t, Outside: t.TempDir(), before: map[string][]byte{}}
+	w.Target = filepath.Join(w.Outside, targetName)
+	if err := os.WriteFile(w.Target, []byte(watchedContent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append([]string{"/etc/passwd", w.Target}, extra...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			b = nil
+		}
+		w.before[p] = b
+	}
+	return w
+}
+
+// check fails the test if a watched file changed, appeared or vanished,
+// or anything was added next to the target.
+func (w *hostWatch) check() {
+	w.t.Helper()
+	for p, want := range w.before {
+		got, err := os.ReadFile(p)
+		if (err == nil) != (want != nil) || !bytes.Equal(got, want) {
+			w.t.Errorf("host file %s changed: %q, %v", p, got, err)
+		}
+	}
+	if entries, _ := os.ReadDir(w.Outside); len(entries) != 1 {
+		w.t.Errorf("the outside directory holds %d entries, want 1 (no temp files)", len(entries))
+	}
 }

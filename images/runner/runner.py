@@ -76,23 +76,29 @@ def exit_status(e):
     return 1
 
 
+def guarded(run, filename, outdir=None):
+    """Call run() and return the exit status the interpreter would give:
+    SystemExit's code, or 1 after printing the user's traceback. Open
+    figures are saved either way."""
+    try:
+        run()
+        return 0
+    except SystemExit as e:
+        return exit_status(e)
+    except BaseException as e:
+        user_traceback(e, filename)
+        return 1
+    finally:
+        figures_from_env(outdir)
+
+
 def run_file(path, args):
     if not os.path.isfile(path):
         print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
         return 2
     sys.argv = [path] + args
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    code = 0
-    try:
-        runpy.run_path(path, run_name="__main__")
-    except SystemExit as e:
-        code = exit_status(e)
-    except BaseException as e:
-        user_traceback(e, path)
-        code = 1
-    finally:
-        figures_from_env()
-    return code
+    return guarded(lambda: runpy.run_path(path, run_name="__main__"), path)
 
 
 class Kernel:
@@ -193,17 +199,8 @@ class Kernel:
         sys.stdin = io.StringIO(req.get("stdin") or "")
         os.environ["PYBOX_OUTPUTS"] = req.get("outputs") or ""
         sys.argv = [filename]
-        status = 0
-        try:
-            exec(compile(req["code"], filename, "exec"), self.globals)
-        except SystemExit as e:
-            status = exit_status(e)
-        except BaseException as e:
-            user_traceback(e, filename)
-            status = 1
-        finally:
-            figures_from_env(req.get("outputs") or "")
-        return status
+        run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
+        return guarded(run, filename, req.get("outputs") or "")
 
     def serve(self):
         self.send("ready", b"", nonce=self.nonce)
