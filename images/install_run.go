@@ -89,6 +89,11 @@ func (in *Installer) build(ctx context.Context, env Environment, l layer) (built
 	exit, err := in.Engine.Run(ctx, spec)
 	b := built{output: out.String()}
 	switch {
+	case errors.Is(err, engine.ErrUnreachable):
+		return b, err
+	case err != nil && exit == (engine.Exit{}):
+		return b, fmt.Errorf("%w: the install container could not run on network %q (%v); on a host without a bridge network, "+
+			"install from a wheelhouse with PYBOX_INSTALL_NETWORK=none", ErrInstallFailed, orDefaultString(in.Index.Network, "bridge"), err)
 	case err != nil:
 		return b, err
 	case exit.TimedOut:

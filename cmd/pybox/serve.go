@@ -35,8 +35,12 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	} else if n > 0 {
 		a.log.Info("removed containers left by a previous pybox", "count", n)
 	}
-	ready := a.newReadiness(ctx)
+	// The environment is made ready (image built, packages preinstalled) in
+	// the background; when the client goes away that work is cancelled.
+	readyCtx, stopReady := context.WithCancel(ctx)
+	ready := a.newReadiness(readyCtx)
 	defer ready.wg.Wait()
+	defer stopReady()
 	codeLimit, err := c.codeLimit()
 	if err != nil {
 		return err

@@ -82,7 +82,7 @@ type Summary struct {
 func (c *Client) List(ctx context.Context, labels map[string]string) ([]Summary, error) {
 	list, err := c.api.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(labels)})
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
+		return nil, fmt.Errorf("list containers: %w", unreachable(err))
 	}
 	out := make([]Summary, 0, len(list))
 	for _, s := range list {
@@ -120,6 +120,15 @@ func (c *Client) Kill(ctx context.Context, id string) error {
 
 // IsNotFound reports whether err means the object does not exist.
 func IsNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+// unreachable marks a failure to reach the daemon with ErrUnreachable so
+// callers can tell "Docker is down" from other failures.
+func unreachable(err error) error {
+	if err != nil && client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	return err
+}
 
 func labelFilter(labels map[string]string) filters.Args {
 	args := filters.NewArgs()

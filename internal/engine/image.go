@@ -33,7 +33,7 @@ func (c *Client) InspectImage(ctx context.Context, ref string) (img Image, found
 		return Image{}, false, nil
 	}
 	if err != nil {
-		return Image{}, false, fmt.Errorf("inspect image %s: %w", ref, err)
+		return Image{}, false, fmt.Errorf("inspect image %s: %w", ref, unreachable(err))
 	}
 	img = Image{ID: ii.ID, Tags: ii.RepoTags, Size: ii.Size}
 	if ii.Config != nil {
@@ -56,7 +56,7 @@ func (c *Client) BuildImage(ctx context.Context, buildContext io.Reader, dockerf
 		Remove: true, ForceRemove: true, NetworkMode: "default",
 	})
 	if err != nil {
-		return fmt.Errorf("build image %s: %w", tag, err)
+		return fmt.Errorf("build image %s: %w", tag, unreachable(err))
 	}
 	defer resp.Body.Close()
 	return displayStream(resp.Body, progress)
@@ -104,7 +104,7 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 func (c *Client) ListImages(ctx context.Context, key, value string) ([]Image, error) {
 	list, err := c.api.ImageList(ctx, image.ListOptions{Filters: labelFilter(map[string]string{key: value})})
 	if err != nil {
-		return nil, fmt.Errorf("list images: %w", err)
+		return nil, fmt.Errorf("list images: %w", unreachable(err))
 	}
 	out := make([]Image, 0, len(list))
 	for _, s := range list {

@@ -179,7 +179,7 @@ func orDiscard(w io.Writer) io.Writer {
 func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
 	created, err := c.api.ContainerCreate(ctx, spec.Config, spec.Host, nil, nil, spec.Name)
 	if err != nil {
-		return "", fmt.Errorf("create container: %w", err)
+		return "", fmt.Errorf("create container: %w", unreachable(err))
 	}
 	return created.ID, nil
 }
