@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -57,17 +59,31 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	a.log.Info("pybox serving MCP over stdio", "version", version, "code_storage_dir", store.Path(), "image", a.image)
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: nopCloser{stdin}, Writer: nopWriteCloser{stdout}})
+	err = runStdio(ctx, srv, stdin, stdout, a.log)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
 
-type nopCloser struct{ io.Reader }
-
-func (nopCloser) Close() error { return nil }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
+// runStdio serves srv on stdin/stdout through the stdio guard.
+func runStdio(ctx context.Context, srv *mcp.Server, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+	out := &lockedWriter{w: stdout}
+	pr, pw := io.Pipe()
+	guard := &stdioGuard{in: stdin, out: out, pipe: pw, log: log}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		guard.run()
+	}()
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: out})
+	pr.Close() // unblocks the guard if it is writing
+	if c, ok := stdin.(io.Closer); ok {
+		c.Close() // unblocks it if it is reading (a pipe; a terminal may not wake)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second): // a terminal read that never wakes dies with the process
+	}
+	return err
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/testenv"
+)
+
+// escapeProbe tries the usual ways out of a container and prints, for
+// each, "name: ok" or "name: <error>".
+const escapeProbe = `import ctypes, os, socket
+def attempt(name, f):
+    try:
+        f(); print(name + ": ok")
+    except Exception as e:
+        print(name + ": " + type(e).__name__)
+libc = ctypes.CDLL(None, use_errno=True)
+def mount():
+    if libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) != 0: raise OSError(ctypes.get_errno(), "mount")
+attempt("mount", mount)
+attempt("chroot", lambda: os.chroot("/tmp"))
+attempt("setuid0", lambda: os.setuid(0))
+attempt("kcore", lambda: open("/proc/kcore", "rb").read(1))
+attempt("docker_sock", lambda: socket.socket(socket.AF_UNIX).connect("/var/run/docker.sock"))
+attempt("raw_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("mknod", lambda: os.mknod("/tmp/sda", 0o600 | 0o60000, os.makedev(8, 0)))
+attempt("write_sys", lambda: open("/proc/sys/kernel/hostname", "w").write("x"))
+def fill():
+    with open("/tmp/fill", "wb") as f:
+        for _ in range(200): f.write(b"x" * (1 << 20))
+attempt("fill_tmp", fill)
+`
+
+// TestHostileBattery: escapes fail, resource abuse is contained, and after
+// it all the server still serves, no container is left and the runtime
+// image is unchanged.
+func TestHostileBattery(t *testing.T) {
+	eng := testenv.Docker(t)
+	testenv.RuntimeImage(t, eng, "base")
+	before, _, err := eng.InspectImage(context.Background(), images.Tag("base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t)
+	out, res := s.exec(map[string]any{"code": escapeProbe, "timeout_s": 30})
+	if res.IsError {
+		t.Fatalf("probe: %s", text(res))
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.Stdout), "\n") {
+		if strings.HasSuffix(line, ": ok") {
+			t.Errorf("escape attempt succeeded: %s", line)
+		}
+	}
+	if !strings.Contains(out.Stdout, "fill_tmp: OSError") {
+		t.Errorf("filling /tmp was not stopped by its size limit:\n%s", out.Stdout)
+	}
+	after, _, err := eng.InspectImage(context.Background(), images.Tag("base"))
+	if err != nil || after.ID != before.ID {
+		t.Errorf("runtime image changed: %s -> %s (%v)", before.ID, after.ID, err)
+	}
+	if next, _ := s.exec(map[string]any{"code": "print('still serving')"}); next.Stdout != "still serving\n" {
+		t.Errorf("after the battery: %q", next.Stdout)
+	}
+}
+
+// TestContainerKilledFromOutside: a run whose container dies under it
+// (here: killed through the daemon) is a result, not a hang or a crash.
+func TestContainerKilledFromOutside(t *testing.T) {
+	s := startServer(t)
+	done := make(chan string, 1)
+	go func() {
+		res, err := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": "import time\nprint('up', flush=True)\ntime.sleep(60)", "timeout_s": 90}))
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- text(res)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(s.containers()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the run's container never appeared")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // let the program print
+	for _, c := range s.containers() {
+		if err := s.eng.Kill(context.Background(), c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case got := <-done:
+		if !strings.Contains(got, "Exit status: 137") || !strings.Contains(got, "up") {
+			t.Errorf("result after an outside kill: %q; want exit 137 with the output so far", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call hung after its container was killed")
+	}
+}
+
+// TestProtocolGarbage: lines that are not JSON-RPC do not stop the server;
+// a proper request afterwards is answered.
+func TestProtocolGarbage(t *testing.T) {
+	cmd := exec.Command(pyboxBin, "serve")
+	cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+t.TempDir(), "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	garbage := "not json at all\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\n" + strings.Repeat("x", 1<<20) + "\n[]\n{}\n"
+	init := `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n"
+	go func() { io.WriteString(stdin, garbage+init) }()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 1<<20), 4<<20)
+	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	defer deadline.Stop()
+	errs := 0
+	for lines.Scan() {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(lines.Bytes(), &msg) != nil {
+			t.Fatalf("the server wrote a line that is not JSON: %.200q", lines.Bytes())
+		}
+		if msg.Error != nil && string(msg.ID) == "null" && (msg.Error.Code == -32700 || msg.Error.Code == -32600) {
+			errs++
+		}
+		if string(msg.ID) == "7" {
+			if len(msg.Result) == 0 || errs != 5 {
+				t.Errorf("initialize after garbage: %s; JSON-RPC errors for the 5 bad lines: %d", lines.Bytes(), errs)
+			}
+			return
+		}
+	}
+	t.Fatalf("the server stopped answering after garbage input (process: %v)", cmd.ProcessState)
+}
