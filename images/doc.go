@@ -24,5 +24,13 @@
 // wait for each other through a lock file, so the second finds the image the
 // first built.
 //
+// Environments and package layers: a Manager holds the active Environment
+// (started with Start, switched with Configure, grown with Install) and
+// persists it, with the last state of every lineage, in a state file that
+// several servers may share; failing to write it is logged, not fatal. An
+// Installer commits each install as a content-addressed layer image. Both
+// are safe for concurrent use: environment changes run one at a time, and
+// identical concurrent installs share one container.
+//
 // All Docker calls go through internal/engine.
 package images

@@ -123,17 +123,21 @@ func layerKey(parentID, installer string, python, specs []string, idx Index, whe
 }
 
 // wheelhouseDigest summarises a wheelhouse (names, sizes, times) so a
-// changed wheelhouse makes new keys.
+// changed wheelhouse makes new keys. Symlinks are followed, as the bind
+// mount and pip follow them.
 func wheelhouseDigest(dir string) string {
 	if dir == "" {
 		return ""
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
 	}
 	h := sha256.New()
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil // unreadable entries simply do not count
 		}
-		if fi, err := d.Info(); err == nil {
+		if fi, err := os.Stat(p); err == nil {
 			fmt.Fprintf(h, "%s %d %d\n", p, fi.Size(), fi.ModTime().UnixNano())
 		}
 		return nil

@@ -87,8 +87,9 @@ func (m *Manager) Start(ctx context.Context, initial Environment) error {
 	if err := m.resolve(ctx, &env); err != nil {
 		return err
 	}
+	m.persist(env)
 	m.set(env)
-	return m.persist(env)
+	return nil
 }
 
 // saved returns the persisted environment when it applies and its image exists.
@@ -135,9 +136,7 @@ func (m *Manager) resolve(ctx context.Context, env *Environment) error {
 
 // lookup returns the last state of want's lineage when its image still exists.
 func (m *Manager) lookup(ctx context.Context, want Environment) (Environment, bool) {
-	m.mu.Lock()
-	prev, ok := m.known[want.identity()]
-	m.mu.Unlock()
+	prev, ok := m.remembered()[want.identity()]
 	if !ok {
 		return Environment{}, false
 	}
@@ -155,19 +154,40 @@ func (m *Manager) set(env Environment) {
 	m.known[env.identity()] = env
 }
 
-// persist saves env as the active environment, with every known lineage.
-func (m *Manager) persist(env Environment) error {
-	if m.cfg.StatePath == "" {
-		return nil
-	}
+// remembered returns the last state of every lineage: this manager's own,
+// updated from the state file, which another server sharing the state
+// directory may have written since.
+func (m *Manager) remembered() map[string]Environment {
 	m.mu.Lock()
 	known := maps.Clone(m.known)
 	m.mu.Unlock()
 	if known == nil {
 		known = map[string]Environment{}
 	}
+	if m.cfg.StatePath == "" {
+		return known
+	}
+	if st, ok, err := loadState(m.cfg.StatePath); err == nil && ok {
+		maps.Copy(known, st.Known)
+	}
+	return known
+}
+
+// persist saves env as the active environment, with every remembered
+// lineage, and adopts what another server saved meanwhile. A state file
+// that cannot be written only costs persistence: it is logged.
+func (m *Manager) persist(env Environment) {
+	if m.cfg.StatePath == "" {
+		return
+	}
+	known := m.remembered()
 	known[env.identity()] = env
-	return saveState(m.cfg.StatePath, state{Origin: m.origin, Environment: env, Known: known})
+	m.mu.Lock()
+	m.known = known
+	m.mu.Unlock()
+	if err := saveState(m.cfg.StatePath, state{Origin: m.origin, Environment: env, Known: known}); err != nil {
+		m.log.Warn("environment not saved; it will not survive a restart", "err", err)
+	}
 }
 
 // Configure switches to a new environment after checking that its image
@@ -188,25 +208,34 @@ func (m *Manager) Configure(ctx context.Context, want Environment) (Environment,
 		return Environment{}, err
 	}
 	if _, err := m.cfg.Prober.Probe(ctx, env.ImageID, env.Python(), "import sys; print(sys.version)"); err != nil {
-		return Environment{}, fmt.Errorf("%w: Python does not start in %s with %v: %v", errBadEnv, env.Image, env.Python(), err)
+		// %w keeps a probe that could not run (busy, Docker gone) telling so.
+		return Environment{}, fmt.Errorf("%w: Python does not start in %s with %v: %w", errBadEnv, env.Image, env.Python(), err)
 	}
-	if err := m.persist(env); err != nil {
-		return Environment{}, err
-	}
+	m.persist(env)
 	m.set(env)
 	return env, nil
+}
+
+// Canonical validates specs under the manager's requirement policy (as
+// ParseRequirements) and returns their canonical forms, sorted.
+func (m *Manager) Canonical(specs []string) ([]string, error) {
+	reqs, err := ParseRequirements(specs, m.cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	canon := make([]string, len(reqs))
+	for i, r := range reqs {
+		canon[i] = r.String()
+	}
+	return canon, nil
 }
 
 // Install validates specs, installs them into the active environment and
 // switches to the result. Identical concurrent requests share one install.
 func (m *Manager) Install(ctx context.Context, specs []string) (InstallResult, error) {
-	reqs, err := ParseRequirements(specs, m.cfg.Policy)
+	canon, err := m.Canonical(specs)
 	if err != nil {
 		return InstallResult{}, err
-	}
-	canon := make([]string, len(reqs))
-	for i, r := range reqs {
-		canon[i] = r.String()
 	}
 	key, _ := json.Marshal(append([]string{m.Active().ImageID}, canon...)) // strings always marshal
 	ch := m.flight.DoChan(string(key), func() (any, error) { return m.install(context.WithoutCancel(ctx), canon) })
@@ -228,9 +257,7 @@ func (m *Manager) install(ctx context.Context, canon []string) (InstallResult, e
 	if err != nil {
 		return res, err
 	}
-	if err := m.persist(res.Env); err != nil {
-		return res, err
-	}
+	m.persist(res.Env)
 	m.set(res.Env)
 	return res, nil
 }

@@ -48,9 +48,9 @@ func (c *packageCache) put(id string, pkgs map[string]string) {
 	c.m[id] = pkgs
 }
 
-// Installed reports, for each name, whether the active environment has it
-// and which version. The listing is taken once per image ID.
-func (m *Manager) Installed(ctx context.Context, names []string) ([]PackageStatus, error) {
+// PackageKeys validates package names (each a requirement without URL) and
+// returns their normalized names; errors wrap ErrBadRequirement.
+func PackageKeys(names []string) ([]string, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: give at least one package name", ErrBadRequirement)
 	}
@@ -61,6 +61,16 @@ func (m *Manager) Installed(ctx context.Context, names []string) ([]PackageStatu
 			return nil, err
 		}
 		keys[i] = r.Key
+	}
+	return keys, nil
+}
+
+// Installed reports, for each name, whether the active environment has it
+// and which version. The listing is taken once per image ID.
+func (m *Manager) Installed(ctx context.Context, names []string) ([]PackageStatus, error) {
+	keys, err := PackageKeys(names)
+	if err != nil {
+		return nil, err
 	}
 	pkgs, err := m.packages(ctx, m.Active())
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -52,9 +53,21 @@ func newOutputs(ws *storage.Dir) (*outputs, error) {
 	return &outputs{ws: ws, run: run, since: time.Now().Add(-time.Second)}, nil
 }
 
+// folder is the run's output folder for the sandbox; "" without one.
+func (o *outputs) folder() string {
+	if o == nil {
+		return ""
+	}
+	return o.run
+}
+
 // collect lists the files written under outputs/ during the run and
-// returns the run's figures as image content.
+// returns the run's figures as image content. A nil o (no usable outputs
+// folder) collects nothing and says why.
 func (o *outputs) collect() ([]Artifact, []mcp.Content, string) {
+	if o == nil {
+		return nil, nil, "(figures and output files were not collected: outputs/ in the workspace is not a folder)\n"
+	}
 	defer o.ws.RemoveEmpty(o.run)
 	arts, more := o.written()
 	var imgs []mcp.Content
@@ -78,11 +91,18 @@ func (o *outputs) collect() ([]Artifact, []mcp.Content, string) {
 	return arts, imgs, artifactNote(more, skipped)
 }
 
+// runFolder matches the name of a run's own folder under outputs/.
+var runFolder = regexp.MustCompile(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
+
 // written walks outputs/ for regular files modified since the run began.
+// Other runs' folders (concurrent or earlier ones) are skipped unread.
 func (o *outputs) written() ([]Artifact, bool) {
 	var arts []Artifact
 	more := false
 	walkErr := fs.WalkDir(o.ws.FS(), outputsDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path.Dir(p) == outputsDir && p != o.run && runFolder.MatchString(d.Name()) {
+			return fs.SkipDir
+		}
 		if err != nil || !d.Type().IsRegular() || strings.Contains(p, "/.pybox-tmp-") {
 			return nil // unreadable entries, directories, symlinks and our temp files are skipped
 		}

@@ -27,8 +27,11 @@ type CheckInstalledPackagesOutput struct {
 }
 
 func (h *handlers) checkInstalledPackages(ctx context.Context, req *mcp.CallToolRequest, in CheckInstalledPackagesInput) (*mcp.CallToolResult, CheckInstalledPackagesOutput, error) {
+	if _, err := images.PackageKeys(in.Packages); err != nil {
+		return nil, CheckInstalledPackagesOutput{}, err
+	}
 	if err := h.cfg.Ready(ctx); err != nil {
-		return nil, CheckInstalledPackagesOutput{}, h.infraError(ctx, err)
+		return nil, CheckInstalledPackagesOutput{}, h.readyError(ctx, err)
 	}
 	st, err := h.cfg.Envs.Installed(ctx, in.Packages)
 	if err != nil {

@@ -29,11 +29,15 @@ type ConfigureEnvironmentInput struct {
 }
 
 func (h *handlers) configureEnvironment(ctx context.Context, req *mcp.CallToolRequest, in ConfigureEnvironmentInput) (*mcp.CallToolResult, EnvironmentView, error) {
-	if err := h.cfg.Ready(ctx); err != nil {
-		return nil, EnvironmentView{}, h.infraError(ctx, err)
+	want := images.Environment{Type: in.Type, VenvPath: in.VenvPath, CondaName: in.CondaName,
+		BaseImage: in.Image, PythonPath: in.PythonPath, Variant: in.Variant}
+	if _, err := want.Normalize(); err != nil {
+		return nil, EnvironmentView{}, err
 	}
-	env, err := h.cfg.Envs.Configure(ctx, images.Environment{Type: in.Type, VenvPath: in.VenvPath, CondaName: in.CondaName,
-		BaseImage: in.Image, PythonPath: in.PythonPath, Variant: in.Variant})
+	if err := h.cfg.Ready(ctx); err != nil {
+		return nil, EnvironmentView{}, h.readyError(ctx, err)
+	}
+	env, err := h.cfg.Envs.Configure(ctx, want)
 	if err != nil {
 		return nil, EnvironmentView{}, h.envError(ctx, "configure the environment", err)
 	}

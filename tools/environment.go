@@ -13,6 +13,7 @@ import (
 // (implemented by *images.Manager).
 type Environments interface {
 	Active() images.Environment
+	Canonical(specs []string) ([]string, error)
 	Install(ctx context.Context, specs []string) (images.InstallResult, error)
 	Installed(ctx context.Context, names []string) ([]images.PackageStatus, error)
 	Configure(ctx context.Context, want images.Environment) (images.Environment, error)
@@ -73,21 +74,17 @@ func (h *handlers) limitsView() *LimitsView {
 // envError turns environment failures into tool errors the model can act on.
 func (h *handlers) envError(ctx context.Context, what string, err error) error {
 	switch {
+	// First: a check that could not run says so, not that the environment is bad.
+	case errors.Is(err, sandbox.ErrBusy):
+		return sandbox.ErrBusy
+	case errors.Is(err, sandbox.ErrUnreachable), errors.Is(err, context.Canceled):
+		return h.readyError(ctx, err)
 	case errors.Is(err, images.ErrBadRequirement), images.IsBadEnvironment(err):
 		return err
 	case errors.Is(err, images.ErrInstallFailed):
 		return err
-	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrUnreachable), errors.Is(err, context.Canceled):
-		return h.infraError(ctx, err)
 	}
 	return h.internal(ctx, what, err)
-}
-
-// program fills the environment's image and interpreter into p.
-func (h *handlers) program(p sandbox.Program) sandbox.Program {
-	env := h.cfg.Envs.Active()
-	p.Image, p.Python = env.Ref(), env.Python()
-	return p
 }
 
 func plural(n int, word string) string {

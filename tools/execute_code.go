@@ -8,7 +8,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pybox-dev/pybox/internal/storage"
-	"github.com/pybox-dev/pybox/sandbox"
 )
 
 var executeCodeTool = &mcp.Tool{
@@ -34,10 +33,8 @@ func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in
 	if err := h.checkCode(in.Code); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	if in.SessionID != "" {
-		if err := sandbox.ValidSessionID(in.SessionID); err != nil {
-			return nil, ExecutionOutput{}, err
-		}
+	if err := h.checkRunArgs(in.TimeoutS, in.Input, in.SessionID); err != nil {
+		return nil, ExecutionOutput{}, err
 	}
 	rel, err := h.saveCode(in.Code, in.Filename, in.SessionID)
 	if err != nil {

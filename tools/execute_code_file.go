@@ -25,6 +25,9 @@ type ExecuteCodeFileInput struct {
 }
 
 func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeFileInput) (*mcp.CallToolResult, ExecutionOutput, error) {
+	if err := h.checkRunArgs(in.TimeoutS, in.Input, in.SessionID); err != nil {
+		return nil, ExecutionOutput{}, err
+	}
 	rel, err := h.resolve(ctx, in.FilePath)
 	if err != nil {
 		return nil, ExecutionOutput{}, err

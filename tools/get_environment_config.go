@@ -16,7 +16,7 @@ var getEnvironmentConfigTool = &mcp.Tool{
 
 func (h *handlers) getEnvironmentConfig(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, EnvironmentView, error) {
 	if err := h.cfg.Ready(ctx); err != nil {
-		return nil, EnvironmentView{}, h.infraError(ctx, err)
+		return nil, EnvironmentView{}, h.readyError(ctx, err)
 	}
 	v := h.view(h.cfg.Envs.Active())
 	v.Limits = h.limitsView()

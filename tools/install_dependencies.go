@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/pybox-dev/pybox/images"
 )
 
 var installDependenciesTool = &mcp.Tool{
@@ -35,8 +33,12 @@ type InstallDependenciesOutput struct {
 }
 
 func (h *handlers) installDependencies(ctx context.Context, req *mcp.CallToolRequest, in InstallDependenciesInput) (*mcp.CallToolResult, InstallDependenciesOutput, error) {
+	requested, err := h.cfg.Envs.Canonical(in.Packages)
+	if err != nil {
+		return nil, InstallDependenciesOutput{}, err
+	}
 	if err := h.cfg.Ready(ctx); err != nil {
-		return nil, InstallDependenciesOutput{}, h.infraError(ctx, err)
+		return nil, InstallDependenciesOutput{}, h.readyError(ctx, err)
 	}
 	res, err := h.cfg.Envs.Install(ctx, in.Packages)
 	if err != nil {
@@ -45,19 +47,9 @@ func (h *handlers) installDependencies(ctx context.Context, req *mcp.CallToolReq
 		}
 		return nil, InstallDependenciesOutput{}, h.envError(ctx, "install packages", err)
 	}
-	out := InstallDependenciesOutput{Requested: canonical(in.Packages), Cached: res.Cached, Installer: res.Installer,
+	out := InstallDependenciesOutput{Requested: requested, Cached: res.Cached, Installer: res.Installer,
 		Image: res.Env.Image, Requirements: res.Env.Requirements, DurationMS: res.Duration.Milliseconds(), Output: res.Output}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: installSummary(out)}}}, out, nil
-}
-
-// canonical renders specs in canonical form (they were validated already).
-func canonical(specs []string) []string {
-	reqs, _ := images.ParseRequirements(specs, images.RequirementPolicy{AllowURLs: true}) // validated by Install
-	out := make([]string, len(reqs))
-	for i, r := range reqs {
-		out[i] = r.String()
-	}
-	return out
 }
 
 func installSummary(o InstallDependenciesOutput) string {

@@ -48,16 +48,15 @@ func (p *progress) onOutput(stream string, chunk []byte) {
 	if p == nil {
 		return
 	}
+	if stream == "stderr" {
+		chunk = append([]byte("[stderr] "), chunk...)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pending.Len() >= maxProgressText {
-		p.dropped = true
-		return
+	if room := maxProgressText - p.pending.Len(); len(chunk) > room {
+		chunk, p.dropped = chunk[:max(room, 0)], true
 	}
-	if stream == "stderr" {
-		p.pending.WriteString("[stderr] ")
-	}
-	p.pending.Write(chunk[:min(len(chunk), maxProgressText-p.pending.Len())])
+	p.pending.Write(chunk)
 }
 
 func (p *progress) loop() {

@@ -51,15 +51,12 @@ type runRequest struct {
 
 // run executes a stored program and shapes the MCP result.
 func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, ExecutionOutput, error) {
-	timeout, err := h.timeout(r.timeoutS)
+	timeout, err := h.timeout(r.timeoutS) // checked by checkRunArgs already
 	if err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	if len(r.input) > h.cfg.MaxInputBytes {
-		return nil, ExecutionOutput{}, fmt.Errorf("input is %d bytes; the limit is %d bytes", len(r.input), h.cfg.MaxInputBytes)
-	}
 	if err := h.cfg.Ready(ctx); err != nil {
-		return nil, ExecutionOutput{}, h.infraError(ctx, err)
+		return nil, ExecutionOutput{}, h.readyError(ctx, err)
 	}
 	ws, err := h.workspace(r.session)
 	if err != nil {
@@ -70,9 +67,10 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	}
 	outs, err := newOutputs(ws)
 	if err != nil {
-		return nil, ExecutionOutput{}, h.internal(ctx, "prepare the outputs folder", err)
+		// Sandboxed code can replace outputs/ with a file or a symlink: run without it.
+		h.cfg.Log.WarnContext(ctx, "outputs folder unavailable", "err", err)
 	}
-	res, err := h.execute(ctx, r, ws, outs.run, timeout)
+	res, err := h.execute(ctx, r, ws, outs.folder(), timeout)
 	arts, figures, note := outs.collect()
 	if err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
@@ -127,6 +125,21 @@ func artifactText(ws *storage.Dir, arts []Artifact) string {
 	return b.String()
 }
 
+// checkRunArgs refuses a bad timeout_s, oversized input or a bad
+// session_id before anything is saved or run.
+func (h *handlers) checkRunArgs(timeoutS float64, input, session string) error {
+	if _, err := h.timeout(timeoutS); err != nil {
+		return err
+	}
+	if len(input) > h.cfg.MaxInputBytes {
+		return fmt.Errorf("input is %d bytes; the limit is %d bytes", len(input), h.cfg.MaxInputBytes)
+	}
+	if session != "" {
+		return sandbox.ValidSessionID(session)
+	}
+	return nil
+}
+
 // timeout turns timeout_s into a duration, capped by the configured maximum.
 func (h *handlers) timeout(seconds float64) (time.Duration, error) {
 	if seconds == 0 {
@@ -135,11 +148,11 @@ func (h *handlers) timeout(seconds float64) (time.Duration, error) {
 	if seconds < 0 || math.IsNaN(seconds) || math.IsInf(seconds, 0) {
 		return 0, fmt.Errorf("timeout_s must be a positive number of seconds, got %v", seconds)
 	}
-	d := time.Duration(seconds * float64(time.Second))
-	if d < 100*time.Millisecond {
+	if seconds < 0.1 {
 		return 0, fmt.Errorf("timeout_s must be at least 0.1 seconds, got %v", seconds)
 	}
-	return min(d, h.cfg.MaxTimeout), nil
+	// Capped before converting: a huge timeout_s would overflow a Duration.
+	return time.Duration(min(seconds, h.cfg.MaxTimeout.Seconds()) * float64(time.Second)), nil
 }
 
 // summary is the text the model reads.
@@ -188,6 +201,18 @@ func (h *handlers) infraError(ctx context.Context, err error) error {
 		return errors.New("the run was cancelled; its container was removed")
 	}
 	return h.internal(ctx, "run", err)
+}
+
+// readyError turns a failure to get the runtime ready (Docker down, the
+// runtime image not built) into a tool error for any tool.
+func (h *handlers) readyError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrUnreachable):
+		return h.infraError(ctx, err)
+	case errors.Is(err, context.Canceled):
+		return errors.New("the call was cancelled")
+	}
+	return h.internal(ctx, "prepare the Python environment", err)
 }
 
 // internal logs err with a fresh id and returns a short error naming the id.

@@ -18,7 +18,8 @@ func TestTimeoutArgument(t *testing.T) {
 	}{
 		{0, 0, false},
 		{1.5, 1500 * time.Millisecond, false},
-		{600, 60 * time.Second, false}, // capped
+		{600, 60 * time.Second, false},  // capped
+		{1e10, 60 * time.Second, false}, // capped, not overflowed
 		{-1, 0, true},
 		{0.01, 0, true},
 		{math.NaN(), 0, true},

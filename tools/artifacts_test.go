@@ -1,0 +1,35 @@
+package tools
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestOutputsOfConcurrentRuns: two runs sharing a workspace each list
+// their own figures and the files written directly under outputs/, never
+// the other run's outputs/<run>/ folder.
+func TestOutputsOfConcurrentRuns(t *testing.T) {
+	h := fileHandlers(t, 1<<10, 1<<20)
+	a, err := newOutputs(h.cfg.Storage)
+	mustDo(t, err)
+	b, err := newOutputs(h.cfg.Storage)
+	mustDo(t, err)
+	fig := pngBytes(t, 4, 4, false)
+	putFile(t, h, a.run+"/figure-1.png", fig)
+	putFile(t, h, b.run+"/figure-1.png", fig)
+	putFile(t, h, b.run+"/figure-2.png", fig)
+	putFile(t, h, "outputs/table.csv", []byte("a,b\n"))
+	arts, figures, _ := a.collect()
+	var got []string
+	for _, art := range arts {
+		got = append(got, art.Path)
+	}
+	want := []string{a.run + "/figure-1.png", "outputs/table.csv"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("artifacts of run a (-want +got):\n%s", diff)
+	}
+	if len(figures) != 1 {
+		t.Errorf("run a got %d figures; want its own 1", len(figures))
+	}
+}
