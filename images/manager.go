@@ -120,7 +120,11 @@ func (m *Manager) saved(ctx context.Context) (Environment, bool) {
 func (m *Manager) resolve(ctx context.Context, env *Environment) error {
 	if env.Variant != "" && env.Image == env.BaseImage {
 		if err := m.cfg.EnsureRuntime(ctx, env.Variant); err != nil {
-			return err
+			if errors.Is(err, engine.ErrUnreachable) || ctx.Err() != nil {
+				return err
+			}
+			// The model can act on this (pick another variant, ask for a build).
+			return fmt.Errorf("%w: the %s runtime image is not available: %w", errBadEnv, env.Variant, err)
 		}
 	}
 	img, found, err := m.cfg.Installer.Engine.InspectImage(ctx, env.Image)

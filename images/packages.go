@@ -9,16 +9,11 @@ import (
 )
 
 // listPackages prints {normalized name: version} for every distribution
-// the interpreter can import.
-const listPackages = `import json, re
-from importlib import metadata
-out = {}
-for d in metadata.distributions():
-    name = d.metadata["Name"]
-    if name:
-        out[re.sub(r"[-_.]+", "-", name).lower()] = d.version
-print(json.dumps(out))
-`
+// the interpreter can import. It is one line because `conda run` mangles
+// newlines in arguments.
+const listPackages = `import json, re; from importlib import metadata; ` +
+	`print(json.dumps({re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version ` +
+	`for d in metadata.distributions() if d.metadata["Name"]}))`
 
 // PackageStatus is one answer of Installed.
 type PackageStatus struct {

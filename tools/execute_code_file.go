@@ -10,7 +10,8 @@ import (
 
 var executeCodeFileTool = &mcp.Tool{
 	Name: "execute_code_file",
-	Description: "Run a Python file from code storage in a fresh, isolated container, exactly like execute_code, " +
+	Description: "Run a Python file from code storage in a fresh, isolated container (or, with session_id, in that " +
+		"stateful session), exactly like execute_code, " +
 		"and return stdout, stderr and the exit status. file_path is absolute under the code-storage directory " +
 		"or relative to it; symlinks and special files are refused.",
 	Annotations: &mcp.ToolAnnotations{Title: "Run a code file", OpenWorldHint: new(bool)},

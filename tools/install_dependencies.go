@@ -11,7 +11,8 @@ import (
 var installDependenciesTool = &mcp.Tool{
 	Name: "install_dependencies",
 	Description: "Install Python packages into the active environment so later runs can import them. " +
-		"Each entry is a PEP 508 requirement such as \"requests\" or \"numpy>=1.26,<2\" (no pip options, URLs or paths). " +
+		"Each entry is a PEP 508 requirement such as \"requests\" or \"numpy>=1.26,<2\" (no pip options or paths; " +
+		"URLs only when the server allows them). " +
 		"Installs run in their own container and are cached as image layers: asking again for the same packages answers at once (\"cached\").",
 	Annotations: &mcp.ToolAnnotations{Title: "Install Python packages", IdempotentHint: true},
 }

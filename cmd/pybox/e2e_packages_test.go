@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,13 +58,15 @@ func (s *server) envConfig() tools.EnvironmentView {
 	return decode[tools.EnvironmentView](s.t, s.call("get_environment_config", map[string]any{}))
 }
 
-// containersCreated counts pybox containers created while f runs.
+// containersCreated counts the containers this server created while f
+// runs (other test packages may be creating their own on the daemon).
 func (s *server) containersCreated(f func()) int {
 	s.t.Helper()
 	since := time.Now().Add(-50 * time.Millisecond)
 	f()
 	time.Sleep(100 * time.Millisecond) // let the daemon's event log catch up with the last call
-	ev, err := s.eng.ContainerEvents(context.Background(), since, time.Now(), map[string]string{"pybox.managed": "true"})
+	ev, err := s.eng.ContainerEvents(context.Background(), since, time.Now(),
+		map[string]string{"pybox.managed": "true", "pybox.pid": strconv.Itoa(s.cmd.Process.Pid)})
 	if err != nil {
 		s.t.Fatal(err)
 	}
