@@ -30,6 +30,7 @@ func (r kernelRequest) encode() []byte {
 
 // frame is one message from the kernel.
 type frame struct {
+	nonce   string // the request being served when it was sent
 	kind    string // ready, out, err, done
 	payload []byte
 }
@@ -37,24 +38,31 @@ type frame struct {
 // maxFrame bounds one frame's payload (the kernel sends at most 64 KiB).
 const maxFrame = 1 << 20
 
-// readFrame reads "PYBOX <nonce> <kind> <len>\n<payload>" and checks the nonce.
-func readFrame(r *bufio.Reader, nonce string) (frame, error) {
-	head, err := r.ReadString('\n')
+// maxHeader bounds a frame's header line; a real one is under 60 bytes.
+const maxHeader = 256
+
+// readFrame reads "PYBOX <nonce> <kind> <len>\n<payload>". It looks for the
+// header's end only within r's buffer, so a stream that is not frames (say,
+// a program writing to the protocol fd) is an error after a bounded read,
+// not a line buffered without limit in the server's memory.
+func readFrame(r *bufio.Reader) (frame, error) {
+	line, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) || len(line) > maxHeader {
+		return frame{}, fmt.Errorf("%w: frame header too long", errFraming)
+	}
 	if err != nil {
 		return frame{}, err
 	}
+	head := string(line)
 	parts := strings.Fields(head)
 	if len(parts) != 4 || parts[0] != "PYBOX" {
 		return frame{}, fmt.Errorf("%w: bad frame header %.80q", errFraming, head)
-	}
-	if parts[1] != nonce {
-		return frame{}, fmt.Errorf("%w: frame for another run", errFraming)
 	}
 	n, err := strconv.Atoi(parts[3])
 	if err != nil || n < 0 || n > maxFrame {
 		return frame{}, fmt.Errorf("%w: bad frame length %q", errFraming, parts[3])
 	}
-	f := frame{kind: parts[2], payload: make([]byte, n)}
+	f := frame{nonce: parts[1], kind: parts[2], payload: make([]byte, n)}
 	if _, err := io.ReadFull(r, f.payload); err != nil {
 		return frame{}, err
 	}

@@ -74,6 +74,7 @@ func New(cfg Config) (*Sandbox, error) {
 		owner: NewOwner(),
 		sess:  sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
 	}
+	s.sess.ctx, s.sess.cancel = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
 	go s.reap()
 	return s, nil

@@ -46,7 +46,8 @@ type session struct {
 	busy     bool
 }
 
-// start creates the session's container and waits for the kernel's ready frame.
+// startSession creates the session's container and waits for the kernel's
+// ready frame; on failure nothing of it is left.
 func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram) (*session, error) {
 	nonce := newNonce()
 	plan := s.plan(Program{Image: p.Image, Python: p.Python, Workspace: p.Workspace}, "kernel", nonce)
@@ -59,81 +60,121 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 		return nil, s.explain(err)
 	}
 	ss := &session{id: id, image: p.Image, python: p.Python, workspace: p.Workspace, created: time.Now(),
-		kernel: k, frames: bufio.NewReaderSize(k.Stdout, 64<<10), lastUsed: time.Now()}
-	if err := ss.awaitReady(ctx, nonce); err != nil {
-		ss.destroy(ctx, s.log)
+		kernel: k, frames: bufio.NewReaderSize(k.Stdout, 64<<10)}
+	if err := ss.awaitReady(ctx, s.log, nonce); err != nil {
 		return nil, fmt.Errorf("session kernel did not start: %w", err)
 	}
+	ss.lastUsed = time.Now() // idle from now: a slow start must not count against the TTL
 	return ss, nil
 }
 
-func (ss *session) awaitReady(ctx context.Context, nonce string) error {
+// awaitReady waits for the kernel's ready frame, destroying the container
+// when it does not come.
+func (ss *session) awaitReady(ctx context.Context, log *slog.Logger, nonce string) error {
 	got := make(chan error, 1)
 	go func() {
-		f, err := readFrame(ss.frames, nonce)
-		if err == nil && f.kind != "ready" {
+		f, err := readFrame(ss.frames)
+		if err == nil && (f.kind != "ready" || f.nonce != nonce) {
 			err = fmt.Errorf("%w: expected ready, got %s", errFraming, f.kind)
 		}
 		got <- err
 	}()
+	timer := time.NewTimer(probeTimeout)
+	defer timer.Stop()
+	var err error
 	select {
-	case err := <-got:
+	case err = <-got:
+		if err == nil {
+			return nil
+		}
+		ss.destroy(ctx, log)
 		return err
-	case <-time.After(probeTimeout):
-		return errors.New("no ready frame within a minute")
+	case <-timer.C:
+		err = errors.New("no ready frame within a minute")
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		err = context.Cause(ctx)
 	}
+	ss.destroy(ctx, log) // ends the stream, and so the reader
+	<-got
+	return err
+}
+
+// errTimedOut: the program ran past its deadline and the kernel was killed.
+var errTimedOut = errors.New("the program timed out")
+
+// turnEnd is how an exchange with the kernel ended.
+type turnEnd struct {
+	code int   // the done frame's exit status
+	err  error // the kernel died, or broke the protocol
 }
 
 // run sends one program and collects its output until done, the deadline,
-// the kernel's death or ctx's end. lost reports that the container is gone.
-func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (res Result, lost bool, err error) {
-	nonce := newNonce()
-	req := kernelRequest{Nonce: nonce, Code: p.Code, Filename: p.Filename}
+// the kernel's death or ctx's end. A non-nil lost says why the container is
+// gone; err is the caller's cancellation.
+func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (res Result, lost, err error) {
+	req := newRequest(p)
+	start := time.Now()
+	done := make(chan turnEnd, 1)
+	// Sending is part of the turn: a kernel that stopped reading must not
+	// hold the call past its deadline.
+	go func() { done <- ss.exchange(req, stdout, stderr) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	collected := false
+	select {
+	case end := <-done:
+		collected = true
+		res.ExitCode, lost = end.code, end.err
+		if lost != nil { // the kernel died or broke the protocol: the program's result, not ours
+			ss.died(log, &res, lost, stderr)
+		}
+	case <-timer.C:
+		res.TimedOut, res.ExitCode, lost = true, 137, errTimedOut
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+		lost = err
+	}
+	res.Duration, res.Timeout = time.Since(start), timeout
+	if lost == nil {
+		return res, nil, nil
+	}
+	ss.destroy(ctx, log) // and with it the exchange's stream
+	if !collected {
+		<-done
+	}
+	return res, lost, err
+}
+
+func newRequest(p SessionProgram) kernelRequest {
+	req := kernelRequest{Nonce: newNonce(), Code: p.Code, Filename: p.Filename}
 	if p.Outputs != "" {
 		req.Outputs = WorkspaceMount + "/" + p.Outputs
 	}
 	if p.Stdin != nil {
 		req.Stdin = *p.Stdin
 	}
-	start := time.Now()
+	return req
+}
+
+// exchange sends req and relays its frames until its done frame.
+func (ss *session) exchange(req kernelRequest, stdout, stderr io.Writer) turnEnd {
 	if _, err := ss.kernel.Write(req.encode()); err != nil {
-		return res, true, fmt.Errorf("send to session kernel: %w", err)
+		return turnEnd{err: fmt.Errorf("send to session kernel: %w", err)}
 	}
-	done := make(chan error, 1)
-	go func() { done <- ss.collect(nonce, &res, stdout, stderr) }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	collected := false
-	select {
-	case err = <-done:
-		collected = true
-		if err != nil { // the kernel died or broke the protocol: the program's result, not ours
-			log.Warn("session kernel ended", "session_id", ss.id, "err", err)
-			err, lost = nil, true
-		}
-	case <-timer.C:
-		res.TimedOut, lost = true, true
-	case <-ctx.Done():
-		lost, err = true, context.Cause(ctx)
-	}
-	res.Duration, res.Timeout = time.Since(start), timeout
-	if !lost {
-		return res, false, nil
-	}
-	if collected {
-		ss.exitInto(&res) // it died on its own: read how before removing it
-	}
-	// The container goes, and with it the collector's stream.
-	ss.destroy(ctx, log)
-	if !collected {
-		<-done
-	}
-	if res.TimedOut {
+	code, err := ss.collect(req.Nonce, stdout, stderr)
+	return turnEnd{code: code, err: err}
+}
+
+// died records in res how the kernel ended a turn on its own.
+func (ss *session) died(log *slog.Logger, res *Result, why error, stderr io.Writer) {
+	log.Warn("session kernel ended", "session_id", ss.id, "err", why)
+	if errors.Is(why, errFraming) {
+		// It still runs, so there is no exit to wait for: we kill it.
+		fmt.Fprintf(stderr, "\npybox: the session was discarded: %v\n", why)
 		res.ExitCode = 137
+		return
 	}
-	return res, true, err
+	ss.exitInto(res) // read how it exited before removing it
 }
 
 // exitInto records how the kernel's container ended, waiting briefly for
@@ -147,23 +188,34 @@ func (ss *session) exitInto(res *Result) {
 	}
 }
 
-// collect relays out/err frames until the done frame of nonce.
-func (ss *session) collect(nonce string, res *Result, stdout, stderr io.Writer) error {
+// exited reports how the kernel's container ended, if it has.
+func (ss *session) exited() (engine.Exit, bool) {
+	select {
+	case <-ss.kernel.Done():
+		return ss.kernel.Exit(), true
+	default:
+		return engine.Exit{}, false
+	}
+}
+
+// collect relays out and err frames until the done frame of nonce. Output
+// frames of earlier requests are relayed too: threads that outlive their
+// program print between calls, under that program's nonce.
+func (ss *session) collect(nonce string, stdout, stderr io.Writer) (int, error) {
 	for {
-		f, err := readFrame(ss.frames, nonce)
+		f, err := readFrame(ss.frames)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		switch f.kind {
-		case "out":
+		switch {
+		case f.kind == "out":
 			stdout.Write(f.payload) // capped writers never fail
-		case "err":
+		case f.kind == "err":
 			stderr.Write(f.payload) // idem
-		case "done":
-			res.ExitCode, err = doneStatus(f.payload)
-			return err
+		case f.kind == "done" && f.nonce == nonce:
+			return doneStatus(f.payload)
 		default:
-			return fmt.Errorf("%w: unknown frame kind %q", errFraming, f.kind)
+			return 0, fmt.Errorf("%w: unexpected %s frame", errFraming, f.kind)
 		}
 	}
 }

@@ -57,12 +57,17 @@ func (s *Sandbox) expire(cutoff time.Time) {
 	}
 }
 
-// Close ends every session and stops the idle reaper. The Sandbox must not
-// be used afterwards.
+// Close ends every session, cancels the starts under way and stops the
+// idle reaper. Later session calls fail; the Sandbox must not be used
+// afterwards.
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
+		s.sess.mu.Lock()
+		s.sess.closed = true // no start registers, nor begins, from now on
+		s.sess.mu.Unlock()
+		s.sess.cancel()
 		close(s.sess.stop)
-		s.sess.wg.Wait()
+		s.sess.wg.Wait() // the reaper, and starts removing what they made
 		s.sess.mu.Lock()
 		all := make([]*liveSession, 0, len(s.sess.live))
 		for _, ls := range s.sess.live {

@@ -7,10 +7,13 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/pybox-dev/pybox/internal/engine"
 )
 
 // Session errors callers branch on.
@@ -42,21 +45,30 @@ type SessionInfo struct {
 
 // sessions is the registry of live sessions.
 type sessions struct {
-	mu     sync.Mutex
-	live   map[string]*liveSession
-	ended  map[string]string // why a session of that id ended (bounded)
-	starts singleflight.Group
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	live     map[string]*liveSession
+	ended    map[string]string // why a session of that id ended (bounded)
+	starting int               // starts under way, counted against MaxSessions
+	closed   bool              // Close ran: nothing starts any more
+	starts   singleflight.Group
+	ctx      context.Context // ends with Close, and with it every start
+	cancel   context.CancelFunc
+	stop     chan struct{}
+	wg       sync.WaitGroup // the reaper and every start
 }
 
 // liveSession pairs a session with the token that serialises its programs.
 type liveSession struct {
 	*session
-	turn *semaphore.Weighted
+	turn  *semaphore.Weighted
+	fresh atomic.Bool // no call has run in it yet
 }
 
 const maxEndedNotes = 1024
+
+// maxTurnTries bounds how often one call finds its session ended (expired,
+// closed, dead or on another image) while it waited, and starts again.
+const maxTurnTries = 3
 
 // RunInSession runs p in the session id, starting the session first if it
 // does not exist. A timeout, crash or cancellation kills the session's
@@ -66,32 +78,69 @@ func (s *Sandbox) RunInSession(ctx context.Context, id string, p SessionProgram)
 	if err := ValidSessionID(id); err != nil {
 		return Result{}, err
 	}
-	if ls := s.lookup(id); ls != nil && p.FollowImage && ls.image != p.Image {
-		s.retire(ls, "the environment changed (packages were installed or it was reconfigured), so it restarted on the new one")
-	}
-	ls, fresh, err := s.sessionFor(ctx, id, p)
+	ls, err := s.takeTurn(ctx, id, p)
 	if err != nil {
 		return Result{}, err
-	}
-	if err := ls.turn.Acquire(ctx, 1); err != nil {
-		return Result{}, context.Cause(ctx)
 	}
 	defer ls.turn.Release(1)
 	if err := s.acquire(ctx); err != nil {
 		return Result{}, err
 	}
 	defer s.slots.Release(1)
-	res, err := s.runTurn(ctx, ls, p)
-	res.NewSession = fresh
+	// The first call to run reports the session as new, not every call that
+	// waited for its start. It takes the note on the previous session
+	// before running: if this run loses the session, its note is the next
+	// call's.
+	note := ""
+	fresh := ls.fresh.Swap(false)
 	if fresh {
-		res.SessionNote = s.takeEndedNote(id)
+		note = s.takeEndedNote(id)
 	}
+	res, err := s.runTurn(ctx, ls, p)
+	res.NewSession, res.SessionNote = fresh, note
 	return res, err
+}
+
+// takeTurn returns the session id with its turn held, starting it when
+// needed, and again when it ended while this call waited for its turn.
+func (s *Sandbox) takeTurn(ctx context.Context, id string, p SessionProgram) (*liveSession, error) {
+	for range maxTurnTries {
+		ls, err := s.sessionFor(ctx, id, p)
+		if err != nil {
+			return nil, err
+		}
+		if err := ls.turn.Acquire(ctx, 1); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		if s.usable(ls, p) {
+			return ls, nil
+		}
+		ls.turn.Release(1)
+	}
+	return nil, fmt.Errorf("session %s kept ending while this call waited; call again", id)
+}
+
+// usable reports whether ls, whose turn the caller holds, can run p. It
+// retires ls when its kernel died since the last call or when p must follow
+// a new image; holding the turn, that kills nobody's program.
+func (s *Sandbox) usable(ls *liveSession, p SessionProgram) bool {
+	if !s.current(ls) { // expired or closed while this call waited
+		return false
+	}
+	if x, ok := ls.exited(); ok {
+		s.retire(ls, exitReason(x))
+		return false
+	}
+	if p.FollowImage && ls.image != p.Image {
+		s.retire(ls, "the environment changed (packages were installed or it was reconfigured), so it restarted on the new one")
+		return false
+	}
+	return true
 }
 
 // runTurn runs one program in ls and retires the session if it was lost.
 func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram) (Result, error) {
-	if !s.current(ls) { // expired or closed while we queued
+	if !s.current(ls) { // closed while this call waited for a slot
 		return Result{SessionLost: true}, fmt.Errorf("session %s ended while this call waited; call again for a new one", ls.id)
 	}
 	ls.setBusy(true)
@@ -103,52 +152,33 @@ func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()
 	res.Truncated = tout || terr
-	if lost {
+	if lost != nil {
 		res.SessionLost = true
-		s.retire(ls, lostReason(res, err))
+		s.retire(ls, lostReason(res, lost, err))
 	}
 	return res, err
 }
 
-func lostReason(res Result, err error) string {
+func lostReason(res Result, lost, err error) string {
 	switch {
 	case res.TimedOut:
 		return fmt.Sprintf("a program timed out after %s", res.Timeout)
 	case res.OOMKilled:
 		return "a program ran out of memory"
+	case errors.Is(lost, errFraming):
+		return "a program wrote into the session's protocol stream"
 	case err != nil:
 		return "a call was cancelled"
 	}
-	return fmt.Sprintf("its Python process exited (status %d)", res.ExitCode)
+	return exitReason(engine.Exit{Code: res.ExitCode})
 }
 
-// sessionFor returns the live session id, starting it once if needed.
-func (s *Sandbox) sessionFor(ctx context.Context, id string, p SessionProgram) (*liveSession, bool, error) {
-	if ls := s.lookup(id); ls != nil {
-		return ls, false, nil
+// exitReason says how a kernel that ended on its own ended.
+func exitReason(x engine.Exit) string {
+	if x.OOMKilled {
+		return "its Python process ran out of memory"
 	}
-	v, err, _ := s.sess.starts.Do(id, func() (any, error) {
-		if ls := s.lookup(id); ls != nil {
-			return ls, nil
-		}
-		if n := s.liveCount(); n >= s.cfg.MaxSessions {
-			return nil, fmt.Errorf("%w: %d of %d are in use; close one with close_session or wait for idle ones to expire",
-				ErrSessionLimit, n, s.cfg.MaxSessions)
-		}
-		ss, err := s.startSession(context.WithoutCancel(ctx), id, p)
-		if err != nil {
-			return nil, err
-		}
-		ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1)}
-		s.sess.mu.Lock()
-		s.sess.live[id] = ls
-		s.sess.mu.Unlock()
-		return ls, nil
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	return v.(*liveSession), true, nil
+	return fmt.Sprintf("its Python process exited (status %d)", x.Code)
 }
 
 func (s *Sandbox) lookup(id string) *liveSession {
@@ -159,25 +189,25 @@ func (s *Sandbox) lookup(id string) *liveSession {
 
 func (s *Sandbox) current(ls *liveSession) bool { return s.lookup(ls.id) == ls }
 
-func (s *Sandbox) liveCount() int {
-	s.sess.mu.Lock()
-	defer s.sess.mu.Unlock()
-	return len(s.sess.live)
-}
-
-// retire removes ls from the registry, destroys it and remembers why.
+// retire removes ls from the registry, destroys it and remembers why. Only
+// the first reason counts: a program killed by CloseSession must not turn
+// "it was closed" into "exited (status 137)", nor note a later session of
+// the same id as ended.
 func (s *Sandbox) retire(ls *liveSession, reason string) {
 	s.sess.mu.Lock()
-	if s.sess.live[ls.id] == ls {
+	first := s.sess.live[ls.id] == ls
+	if first {
 		delete(s.sess.live, ls.id)
+		if len(s.sess.ended) >= maxEndedNotes {
+			clear(s.sess.ended)
+		}
+		s.sess.ended[ls.id] = reason
 	}
-	if len(s.sess.ended) >= maxEndedNotes {
-		clear(s.sess.ended)
-	}
-	s.sess.ended[ls.id] = reason
 	s.sess.mu.Unlock()
 	ls.destroy(context.Background(), s.log)
-	s.log.Info("session ended", "session_id", ls.id, "reason", reason)
+	if first {
+		s.log.Info("session ended", "session_id", ls.id, "reason", reason)
+	}
 }
 
 func (s *Sandbox) takeEndedNote(id string) string {

@@ -10,13 +10,18 @@ open when the program ends are saved as PNG files into $PYBOX_OUTPUTS.
 
 In kernel mode the globals of every program persist between requests. The
 protocol uses private copies of fds 0 and 1; the program's fd 0 is
-/dev/null and its fds 1 and 2 are pipes whose bytes are relayed as frames:
+/dev/null and its fds 1 and 2 are pipes whose bytes are relayed as frames.
+Before each request fds 1 and 2, sys.stdout and sys.stderr are put back, so
+a program that closed or redirected them does not silence the next ones.
 
     request  (host -> kernel):  b"%d\\n" % len(body) + body, body = JSON
              {"nonce", "code", "filename", "stdin", "outputs"}
     response (kernel -> host):  b"PYBOX <nonce> <kind> <len>\\n" + payload
              kinds: ready (nonce is the one given at start), out, err,
              done (payload JSON {"code": exit status})
+             out and err carry the nonce of the request being served when
+             they were sent: what threads print after their program's done
+             frame arrives with the next request, under the old nonce.
 
 A frame that does not parse tells the host the session is corrupt; it then
 discards the container. The backend is always headless (MPLBACKEND=Agg).
@@ -48,7 +53,7 @@ def save_figures(outdir, max_figures):
             fig.savefig(os.path.join(outdir, "figure-%d.png" % n), format="png", dpi=100)
         plt.close("all")
     except Exception as e:  # figures are a bonus; never mask the program's own result
-        print("pybox: could not save figures: %s" % e, file=sys.stderr)
+        quietly(lambda: print("pybox: could not save figures: %s" % e, file=sys.stderr))
 
 
 def figures_from_env(outdir=None):
@@ -56,13 +61,24 @@ def figures_from_env(outdir=None):
                  int(os.environ.get("PYBOX_MAX_FIGURES", "8")))
 
 
+def quietly(call):
+    """Call call(), ignoring the failure of a stream the program closed or
+    replaced (stdout or stderr), as the interpreter does."""
+    try:
+        call()
+    except Exception:
+        pass
+
+
 def user_traceback(e, filename):
-    """Print e's traceback starting at the first frame of the user's code."""
+    """Print e's traceback starting at the first frame of the user's code.
+    A file that did not compile gets no traceback at all, as under python."""
     tb = e.__traceback__
-    t = tb
-    while t is not None and t.tb_frame.f_code.co_filename != filename:
-        t = t.tb_next
-    traceback.print_exception(type(e), e, t or tb)
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    if tb is None and not isinstance(e, SyntaxError):
+        tb = e.__traceback__
+    quietly(lambda: traceback.print_exception(type(e), e, tb))
 
 
 def exit_status(e):
@@ -71,8 +87,10 @@ def exit_status(e):
     if code is None:
         return 0
     if isinstance(code, int):
-        return code & 0xFF if code >= 0 else (256 + code) & 0xFF
-    print(code, file=sys.stderr)
+        # CPython takes the code as a C long long (-1 when it does not fit)
+        # and the OS keeps the low byte.
+        return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 255
+    quietly(lambda: print(code, file=sys.stderr))
     return 1
 
 
@@ -85,6 +103,9 @@ def guarded(run, filename, outdir=None):
         return 0
     except SystemExit as e:
         return exit_status(e)
+    except KeyboardInterrupt as e:
+        user_traceback(e, filename)
+        return 130  # python ends itself with SIGINT: 128 + 2
     except BaseException as e:
         user_traceback(e, filename)
         return 1
@@ -113,17 +134,23 @@ class Kernel:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
+        self.pipes = {}  # fd -> the kernel's own copy of its pipe's write end
         self.relays = [self.relay(1, "out"), self.relay(2, "err")]
+        self.streams = {1: sys.stdout, 2: sys.stderr}
+        self.stream_args = {fd: dict(encoding=f.encoding, errors=f.errors, line_buffering=f.line_buffering)
+                            for fd, f in self.streams.items()}
         main = types.ModuleType("__main__")
         sys.modules["__main__"] = main
         self.globals = main.__dict__
         self.globals["__builtins__"] = __builtins__
 
     def relay(self, fd, kind):
-        """Point fd at a pipe and relay what is written to it as frames."""
+        """Point fd at a pipe and relay what is written to it as frames. The
+        kernel keeps the pipe's write end, so it can point fd there again and
+        send its sync marker whatever the program did to fd."""
         r, w = os.pipe()
         os.dup2(w, fd)
-        os.close(w)
+        self.pipes[fd] = w
         synced = threading.Event()
         threading.Thread(target=self.pump, args=(r, kind, synced), daemon=True).start()
         return synced
@@ -177,6 +204,17 @@ class Kernel:
             body += c
         return json.loads(body)
 
+    def reset_streams(self):
+        """Undo what the last program did to fds 1 and 2 and to sys.stdout
+        and sys.stderr (closed, replaced, redirected)."""
+        for fd, w in self.pipes.items():
+            os.dup2(w, fd)
+            if self.streams[fd].closed:
+                raw = io.FileIO(fd, "w", closefd=False)
+                self.streams[fd] = io.TextIOWrapper(raw, write_through=True, **self.stream_args[fd])
+        sys.stdout = sys.__stdout__ = self.streams[1]
+        sys.stderr = sys.__stderr__ = self.streams[2]
+
     def flush_output(self):
         """Make sure everything the program wrote reached the host."""
         for f in (sys.stdout, sys.stderr):
@@ -188,15 +226,17 @@ class Kernel:
             ev.clear()
         for fd, ev in zip((1, 2), self.relays):
             try:
-                os.write(fd, self.sync)
-            except OSError:  # the program closed or replaced the fd
+                os.write(self.pipes[fd], self.sync)
+            except OSError:  # the program closed the kernel's own fd
                 ev.set()
         for ev in self.relays:
             ev.wait(10)
 
     def execute(self, req):
         filename = req.get("filename") or "<session>"
-        sys.stdin = io.StringIO(req.get("stdin") or "")
+        self.reset_streams()
+        data = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
+        sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # with .buffer, like a real stdin
         os.environ["PYBOX_OUTPUTS"] = req.get("outputs") or ""
         sys.argv = [filename]
         run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
@@ -225,6 +265,6 @@ def main(argv):
 
 if __name__ == "__main__":
     rc = main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for f in (sys.stdout, sys.stderr):
+        quietly(lambda: f.flush())
     sys.exit(rc)

@@ -19,6 +19,8 @@ type Attached struct {
 
 	c      *Client
 	hj     types.HijackedResponse
+	out    *io.PipeReader // Stdout, closed by Destroy
+	waiter *exitWaiter
 	done   chan struct{} // closed when the container has exited
 	exit   Exit
 	pumpWG sync.WaitGroup
@@ -45,39 +47,40 @@ func (c *Client) StartAttached(ctx context.Context, spec Spec) (*Attached, error
 }
 
 func (c *Client) attach(ctx context.Context, id string, stderr io.Writer) (*Attached, error) {
-	bg := context.WithoutCancel(ctx)
 	hj, err := c.api.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, fmt.Errorf("attach container: %w", err)
 	}
-	waitC, waitErrC := c.api.ContainerWait(bg, id, container.WaitConditionNextExit)
+	waiter := c.waitNextExit(ctx, id)
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		waiter.stop()
 		hj.Close()
 		return nil, fmt.Errorf("start container: %w", err)
 	}
 	pr, pw := io.Pipe()
-	a := &Attached{ID: id, Stdout: pr, c: c, hj: hj, done: make(chan struct{})}
-	a.pumpWG.Add(2)
-	go func() {
-		defer a.pumpWG.Done()
+	a := &Attached{ID: id, Stdout: pr, c: c, hj: hj, out: pr, waiter: waiter, done: make(chan struct{})}
+	a.pumpWG.Go(func() {
 		_, err := stdcopy.StdCopy(pw, orDiscard(stderr), hj.Reader)
 		pw.CloseWithError(err) // a nil err gives readers io.EOF
-	}()
-	go func() {
-		defer a.pumpWG.Done()
+	})
+	a.pumpWG.Go(func() {
 		defer close(a.done)
-		select {
-		case w := <-waitC:
-			a.exit.Code = int(w.StatusCode)
-		case err := <-waitErrC:
-			c.log.Warn("waiting for session container", "container_id", short(id), "err", err)
-			a.exit.Code = -1
-		}
-		if a.exit.Code == 137 {
-			a.exit.OOMKilled = c.oomKilled(bg, id)
-		}
-	}()
+		a.exit = c.attachedExit(context.WithoutCancel(ctx), id, <-waiter.result)
+	})
 	return a, nil
+}
+
+// attachedExit turns the wait's answer into an Exit, checking for OOM.
+func (c *Client) attachedExit(ctx context.Context, id string, r waitResult) Exit {
+	if r.err != nil {
+		c.log.Warn("waiting for session container", "container_id", short(id), "err", r.err)
+		return Exit{Code: -1}
+	}
+	exit := Exit{Code: int(r.resp.StatusCode)}
+	if exit.Code == 137 {
+		exit.OOMKilled = c.oomKilled(ctx, id)
+	}
+	return exit
 }
 
 // Write sends p to the container's stdin.
@@ -94,9 +97,17 @@ func (a *Attached) Exit() Exit { return a.exit }
 func (a *Attached) Destroy(ctx context.Context) error {
 	var err error
 	a.once.Do(func() {
-		err = a.c.Remove(ctx, a.ID) // force-remove kills it first
+		// Streams first: between programs nobody reads Stdout, so our copy
+		// may be blocked writing into the pipe, and the daemon's copy behind
+		// it, which stalls the removal until its timeout.
 		a.hj.Close()
+		a.out.Close()
+		err = a.c.Remove(ctx, a.ID) // force-remove kills it first
+		if err != nil {
+			a.waiter.stop() // it may still run, and its exit never come
+		}
 		a.pumpWG.Wait()
+		a.waiter.stop()
 	})
 	return err
 }

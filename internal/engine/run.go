@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -17,6 +18,8 @@ type Spec struct {
 	Host   *container.HostConfig
 	// Stdin, when non-nil, is attached and copied to the program, then closed.
 	// When nil the program's stdin is /dev/null, so input() fails at once.
+	// Run waits for the copy to end, so a Read must not block for long
+	// (a strings.Reader or bytes.Reader).
 	Stdin io.Reader
 	// Stdout and Stderr receive the program's streams (nil discards). They
 	// should be capped writers: Run copies whatever the program writes.
@@ -56,33 +59,39 @@ func (c *Client) Run(ctx context.Context, spec Spec) (exit Exit, err error) {
 }
 
 func (c *Client) runCreated(ctx context.Context, id string, spec Spec) (Exit, error) {
-	// The stream and the wait must outlive ctx: on cancellation we still kill,
-	// collect the exit, and let the copy finish.
-	bg := context.WithoutCancel(ctx)
 	hj, err := c.api.ContainerAttach(ctx, id, container.AttachOptions{
 		Stream: true, Stdin: spec.Stdin != nil, Stdout: true, Stderr: true,
 	})
 	if err != nil {
 		return Exit{}, fmt.Errorf("attach container: %w", err)
 	}
-	defer hj.Close()
-	waitC, waitErrC := c.api.ContainerWait(bg, id, container.WaitConditionNextExit)
+	// Closing the connection ends the stdin feed and the output copy; waiting
+	// for them means nothing touches the caller's reader or writers after Run
+	// returned, on any path.
+	var streams sync.WaitGroup
+	defer func() {
+		hj.Close()
+		streams.Wait()
+	}()
+	// The wait must outlive ctx: on cancellation we still kill and collect the exit.
+	waiter := c.waitNextExit(ctx, id)
+	defer waiter.stop()
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return Exit{}, fmt.Errorf("start container: %w", err)
 	}
 	started := time.Now()
 	if spec.Stdin != nil {
-		go feed(hj.Conn, spec.Stdin, hj.CloseWrite)
+		streams.Go(func() { feed(hj.Conn, spec.Stdin, hj.CloseWrite) })
 	}
 	copyDone := make(chan struct{})
-	go func() {
+	streams.Go(func() {
 		defer close(copyDone)
 		// The copy ends when the container's streams close; its error only
 		// means the connection broke, which the wait below reports better.
 		_, _ = stdcopy.StdCopy(orDiscard(spec.Stdout), orDiscard(spec.Stderr), hj.Reader)
-	}()
+	})
 
-	exit, err := c.await(ctx, id, spec.Timeout, waitC, waitErrC)
+	exit, err := c.await(ctx, id, spec.Timeout, waiter.result)
 	exit.Duration = time.Since(started)
 	if err != nil && !exit.Cancelled {
 		return exit, err
@@ -91,11 +100,11 @@ func (c *Client) runCreated(ctx context.Context, id string, spec Spec) (Exit, er
 	case <-copyDone:
 	case <-time.After(5 * time.Second):
 		c.log.Warn("output stream did not close after exit", "container_id", short(id))
-		hj.Close()
+		hj.Close() // closing twice is harmless; OnExit must see the writers quiet
 		<-copyDone
 	}
 	if exit.Code == 137 && !exit.TimedOut && !exit.Cancelled {
-		exit.OOMKilled = c.oomKilled(bg, id)
+		exit.OOMKilled = c.oomKilled(context.WithoutCancel(ctx), id)
 	}
 	if spec.OnExit != nil && !exit.Cancelled {
 		if err := spec.OnExit(ctx, id, exit); err != nil {
@@ -107,8 +116,7 @@ func (c *Client) runCreated(ctx context.Context, id string, spec Spec) (Exit, er
 
 // await waits for the exit, killing the container at the deadline or when
 // ctx ends.
-func (c *Client) await(ctx context.Context, id string, timeout time.Duration,
-	waitC <-chan container.WaitResponse, waitErrC <-chan error) (Exit, error) {
+func (c *Client) await(ctx context.Context, id string, timeout time.Duration, result <-chan waitResult) (Exit, error) {
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -117,10 +125,11 @@ func (c *Client) await(ctx context.Context, id string, timeout time.Duration,
 	}
 	var exit Exit
 	select {
-	case w := <-waitC:
-		return Exit{Code: int(w.StatusCode)}, waitError(w)
-	case err := <-waitErrC:
-		return exit, fmt.Errorf("wait for container: %w", err)
+	case r := <-result:
+		if r.err != nil {
+			return exit, r.err
+		}
+		return Exit{Code: int(r.resp.StatusCode)}, waitError(r.resp)
 	case <-deadline:
 		exit.TimedOut = true
 	case <-ctx.Done():
@@ -130,10 +139,11 @@ func (c *Client) await(ctx context.Context, id string, timeout time.Duration,
 		return exit, err
 	}
 	select {
-	case w := <-waitC:
-		exit.Code = int(w.StatusCode)
-	case err := <-waitErrC:
-		return exit, fmt.Errorf("wait for killed container: %w", err)
+	case r := <-result:
+		if r.err != nil {
+			return exit, fmt.Errorf("killed container: %w", r.err)
+		}
+		exit.Code = int(r.resp.StatusCode)
 	case <-time.After(teardownTimeout):
 		return exit, fmt.Errorf("container %s did not stop after SIGKILL", short(id))
 	}
@@ -174,12 +184,26 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
+// createTimeout bounds a container's creation, which runs detached from
+// the caller's context.
+const createTimeout = time.Minute
+
 // Create only creates the container described by spec and returns its ID;
-// the caller owns its removal.
+// the caller owns its removal. The request does not follow ctx: cancelled
+// midway, the daemon may still create a container whose ID we never learn.
+// If ctx ended meanwhile, the container is removed and ctx's error returned.
 func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
-	created, err := c.api.ContainerCreate(ctx, spec.Config, spec.Host, nil, nil, spec.Name)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	created, err := c.api.ContainerCreate(cctx, spec.Config, spec.Host, nil, nil, spec.Name)
 	if err != nil {
 		return "", fmt.Errorf("create container: %w", unreachable(err))
+	}
+	if ctx.Err() != nil {
+		if err := c.Remove(ctx, created.ID); err != nil {
+			c.log.Error("container not removed", "container_id", short(created.ID), "err", err)
+		}
+		return "", context.Cause(ctx)
 	}
 	return created.ID, nil
 }

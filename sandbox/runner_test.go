@@ -1,0 +1,133 @@
+package sandbox_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// runnerCase is a program and what the plain interpreter does with it.
+type runnerCase struct {
+	name     string
+	code     string
+	stdin    *string
+	exit     int
+	stdout   string   // exact, when not ""
+	stderr   []string // substrings
+	noStderr []string // substrings that must not appear
+}
+
+func ptr(s string) *string { return &s }
+
+// runnerCases hold in both modes: exit statuses as python FILE gives them
+// (checked against Debian's python3.11), tracebacks without the runner.
+var runnerCases = []runnerCase{
+	{name: "KeyboardInterrupt", code: "raise KeyboardInterrupt", exit: 130, stderr: []string{"KeyboardInterrupt"}},
+	{name: "exit huge", code: "import sys; sys.exit(2**100)", exit: 255},
+	{name: "exit huge negative", code: "import sys; sys.exit(-2**100)", exit: 255},
+	{name: "exit wide", code: "import sys; sys.exit(2**40 + 3)", exit: 3},
+	{name: "exit -1", code: "import sys; sys.exit(-1)", exit: 255},
+	{name: "exit 256", code: "import sys; sys.exit(256)", exit: 0},
+	{name: "exit True", code: "import sys; sys.exit(True)", exit: 1},
+	{name: "exit message", code: "import sys; sys.exit('bye')", exit: 1, stderr: []string{"bye"}},
+	{name: "syntax error", code: "x = (", exit: 1, stderr: []string{"SyntaxError", "line 1"},
+		noStderr: []string{"Traceback", "pybox-runner", "runpy"}},
+	{name: "stdout closed", code: "import sys; print('a'); sys.stdout.close()", exit: 0, stdout: "a\n", noStderr: []string{"Traceback"}},
+	{name: "stdout None", code: "import sys; sys.stdout = None", exit: 0, noStderr: []string{"Traceback"}},
+	{name: "stderr closed then exit", code: "import sys; sys.stderr.close(); sys.exit(3)", exit: 3},
+	{name: "name is main", code: "if __name__ == '__main__': print('main')", stdout: "main\n"},
+	{name: "pickle own class", code: "import pickle\nclass A:\n    v = 5\nprint(pickle.loads(pickle.dumps(A())).v)", stdout: "5\n"},
+	{name: "input with stdin", code: "print(input()[::-1])", stdin: ptr("olleh\nx\n"), stdout: "hello\n"},
+	{name: "binary stdin", code: "import sys; print(sys.stdin.buffer.read())", stdin: ptr("ab"), stdout: "b'ab'\n"},
+	{name: "no stdin", code: "input()", exit: 1, stderr: []string{"EOFError"}},
+	{name: "not UTF-8", code: "import os; os.write(1, b'\\xff\\xfe')", stdout: "\xff\xfe"},
+	{name: "long line", code: "import sys; sys.stdout.write('y' * 300000)", stdout: strings.Repeat("y", 300000)},
+}
+
+func (c runnerCase) check(t *testing.T, res sandbox.Result) {
+	t.Helper()
+	if res.ExitCode != c.exit {
+		t.Errorf("exit status %d; want %d (stderr %q)", res.ExitCode, c.exit, res.Stderr)
+	}
+	if c.stdout != "" && res.Stdout != c.stdout {
+		t.Errorf("stdout %.200q; want %.200q", res.Stdout, c.stdout)
+	}
+	for _, s := range c.stderr {
+		if !strings.Contains(res.Stderr, s) {
+			t.Errorf("stderr %q; want it to contain %q", res.Stderr, s)
+		}
+	}
+	for _, s := range c.noStderr {
+		if strings.Contains(res.Stderr, s) {
+			t.Errorf("stderr %q contains %q", res.Stderr, s)
+		}
+	}
+}
+
+// TestRunnerRunMode: one-shot programs behave as under `python FILE`.
+func TestRunnerRunMode(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.Config{MaxConcurrent: 2})
+	cases := append(runnerCases, runnerCase{name: "thread outlives main",
+		code: "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('late'))).start()", stdout: "late\n"})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := sb.Run(t.Context(), sandbox.Program{Workspace: workspace(t, c.code), File: "main.py", Stdin: c.stdin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, res)
+		})
+	}
+}
+
+// TestRunnerSessionMode: the same programs in one session, which survives
+// them all.
+func TestRunnerSessionMode(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.Config{})
+	for _, c := range runnerCases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := sb.RunInSession(t.Context(), "edge", sandbox.SessionProgram{Code: c.code, Filename: "/workspace/cell.py", Stdin: c.stdin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.SessionLost {
+				t.Fatalf("session lost: %+v", res)
+			}
+			c.check(t, res)
+		})
+	}
+}
+
+// TestSessionSurvivesStreamTampering: a program that replaces, closes or
+// redirects the output streams does not silence the next calls, nor stall
+// them, nor gets the kernel's markers in its files.
+func TestSessionSurvivesStreamTampering(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.Config{})
+	for _, tamper := range []string{
+		"import sys, os\nsys.stdout = open(os.devnull, 'w')\nsys.stderr = open(os.devnull, 'w')",
+		"import sys\nsys.stdout.close()\nsys.stderr.close()",
+		"import os\nos.close(1)\nos.close(2)",
+		"import os\nfd = os.open('/tmp/captured', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\nos.dup2(fd, 1)\nos.dup2(fd, 2)",
+	} {
+		t.Run(strings.Split(tamper, "\n")[1], func(t *testing.T) {
+			start := time.Now()
+			if res := run(t, sb, "tamper", tamper); res.SessionLost {
+				t.Fatalf("tampering call lost the session: %+v", res)
+			}
+			res := run(t, sb, "tamper", "import sys, os\nprint('out')\nprint('err', file=sys.stderr)\n"+
+				"print(os.path.exists('/tmp/captured') and open('/tmp/captured', 'rb').read())")
+			if !strings.HasPrefix(res.Stdout, "out\n") || res.Stderr != "err\n" || res.SessionLost {
+				t.Errorf("next call: stdout %q stderr %q lost=%v; want its output back", res.Stdout, res.Stderr, res.SessionLost)
+			}
+			if strings.Contains(res.Stdout, "PYBOX") {
+				t.Errorf("the kernel's markers went into the program's file: %q", res.Stdout)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("two calls took %v; want no stall", took)
+			}
+		})
+	}
+}

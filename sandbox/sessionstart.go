@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// errClosed: the Sandbox was closed; nothing starts any more.
+var errClosed = errors.New("sandbox: closed")
+
+// sessionFor returns the live session id, starting it once if needed. The
+// caller's cancellation returns at once; the start goes on for whoever asks
+// next, and Close ends it.
+func (s *Sandbox) sessionFor(ctx context.Context, id string, p SessionProgram) (*liveSession, error) {
+	if ls := s.lookup(id); ls != nil {
+		return ls, nil
+	}
+	ch := s.sess.starts.DoChan(id, func() (any, error) { return s.startLive(id, p) })
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*liveSession), nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// startLive starts session id and registers it, within the cap on sessions
+// and unless the Sandbox closes meanwhile.
+func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
+	if ls := s.lookup(id); ls != nil {
+		return ls, nil
+	}
+	if err := s.reserve(); err != nil {
+		return nil, err
+	}
+	defer s.sess.wg.Done()
+	ss, err := s.startSession(s.sess.ctx, id, p)
+	if err != nil {
+		s.register(nil)
+		return nil, err
+	}
+	ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1)}
+	ls.fresh.Store(true)
+	if !s.register(ls) {
+		ss.destroy(s.sess.ctx, s.log)
+		return nil, errClosed
+	}
+	return ls, nil
+}
+
+// reserve counts a start against the cap before it begins, so concurrent
+// first calls with different ids cannot all pass the check, and makes Close
+// wait for it.
+func (s *Sandbox) reserve() error {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	if s.sess.closed {
+		return errClosed
+	}
+	if n := len(s.sess.live) + s.sess.starting; n >= s.cfg.MaxSessions {
+		return fmt.Errorf("%w: %d of %d are in use; close one with close_session or wait for idle ones to expire",
+			ErrSessionLimit, n, s.cfg.MaxSessions)
+	}
+	s.sess.starting++
+	s.sess.wg.Add(1) // under mu, before Close can wait
+	return nil
+}
+
+// register ends a reservation, adding ls (nil: the start failed) to the
+// registry; false means the Sandbox closed meanwhile and ls must go.
+func (s *Sandbox) register(ls *liveSession) bool {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	s.sess.starting--
+	if ls == nil || s.sess.closed {
+		return false
+	}
+	s.sess.live[ls.id] = ls
+	return true
+}
