@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,21 +79,21 @@ func TestContainerKilledFromOutside(t *testing.T) {
 	s := startServer(t)
 	done := make(chan string, 1)
 	go func() {
-		res, err := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": "import time\nprint('up', flush=True)\ntime.sleep(60)", "timeout_s": 90}))
+		code := "import time\nprint('up', flush=True)\nopen('started', 'w').close()\ntime.sleep(60)"
+		res, err := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": code, "timeout_s": 90}))
 		if err != nil {
 			done <- err.Error()
 			return
 		}
 		done <- text(res)
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(s.containers()) == 0 {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := os.Stat(filepath.Join(s.storage, "started")); err != nil; _, err = os.Stat(filepath.Join(s.storage, "started")) {
 		if time.Now().After(deadline) {
-			t.Fatal("the run's container never appeared")
+			t.Fatal("the program never started")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond) // let the program print
 	for _, c := range s.containers() {
 		if err := s.eng.Kill(context.Background(), c.ID); err != nil {
 			t.Fatal(err)
