@@ -21,10 +21,11 @@ const outputsDir = "outputs"
 
 // Caps on what comes back with a result.
 const (
-	maxArtifacts    = 100     // files listed
-	maxFigures      = 8       // images attached
-	maxFigureBytes  = 2 << 20 // per image
-	maxFiguresTotal = 8 << 20 // all images of one result
+	maxArtifacts     = 100     // files listed
+	maxOutputEntries = 20_000  // entries of outputs/ looked at, at most
+	maxFigures       = 8       // images attached
+	maxFigureBytes   = 2 << 20 // per image
+	maxFiguresTotal  = 8 << 20 // all images of one result
 )
 
 var pngMagic = []byte("\x89PNG\r\n\x1a\n")
@@ -99,7 +100,12 @@ var runFolder = regexp.MustCompile(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
 func (o *outputs) written() ([]Artifact, bool) {
 	var arts []Artifact
 	more := false
+	visited := 0
 	walkErr := fs.WalkDir(o.ws.FS(), outputsDir, func(p string, d fs.DirEntry, err error) error {
+		if visited++; visited > maxOutputEntries { // a program made a huge tree: list what we saw
+			more = true
+			return fs.SkipAll
+		}
 		if err == nil && d.IsDir() && path.Dir(p) == outputsDir && p != o.run && runFolder.MatchString(d.Name()) {
 			return fs.SkipDir
 		}
@@ -125,7 +131,7 @@ func (o *outputs) written() ([]Artifact, bool) {
 func artifactNote(more bool, skipped []string) string {
 	var b strings.Builder
 	if more {
-		fmt.Fprintf(&b, "(more than %d output files; only the first are listed)\n", maxArtifacts)
+		b.WriteString("(outputs/ holds more than pybox lists; only the first files found are shown)\n")
 	}
 	if len(skipped) > 0 {
 		fmt.Fprintf(&b, "(figures not attached because of the size or count caps, but saved: %s)\n", strings.Join(skipped, ", "))

@@ -1,7 +1,10 @@
 package tools
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -31,5 +34,21 @@ func TestOutputsOfConcurrentRuns(t *testing.T) {
 	}
 	if len(figures) != 1 {
 		t.Errorf("run a got %d figures; want its own 1", len(figures))
+	}
+}
+
+// TestOutputsHugeTree: a program that fills outputs/ with old files cannot
+// make collection walk forever; the result says the list is partial.
+func TestOutputsHugeTree(t *testing.T) {
+	h := fileHandlers(t, 1<<10, 1<<20)
+	for i := range maxOutputEntries + 10 {
+		putFile(t, h, fmt.Sprintf("outputs/old/%d.txt", i), nil)
+	}
+	o, err := newOutputs(h.cfg.Storage)
+	mustDo(t, err)
+	o.since = time.Now().Add(time.Hour) // every file above predates the run
+	arts, _, note := o.collect()
+	if len(arts) != 0 || !strings.Contains(note, "more than pybox lists") {
+		t.Errorf("artifacts %d, note %q; want none and a note that the walk stopped", len(arts), note)
 	}
 }
