@@ -34,6 +34,7 @@ type Config struct {
 	QueueWait     time.Duration  // how long a run waits for a slot; default 30s
 	MaxSessions   int            // live sessions at once; default 8
 	SessionTTL    time.Duration  // idle time after which a session ends; default 15 minutes
+	WarmPool      int            // ready containers kept per environment; default 2, negative disables
 	Log           *slog.Logger   // nil discards
 }
 
@@ -45,6 +46,7 @@ type Sandbox struct {
 	owner     Owner
 	log       *slog.Logger
 	sess      sessions
+	pool      pool
 	closeOnce sync.Once
 }
 
@@ -73,6 +75,7 @@ func New(cfg Config) (*Sandbox, error) {
 		slots: semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
 		owner: NewOwner(),
 		sess:  sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
+		pool:  pool{size: max(orDefault(cfg.WarmPool, 2), 0), idle: map[string][]*warm{}, filling: map[string]int{}},
 	}
 	s.sess.ctx, s.sess.cancel = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
@@ -141,9 +144,16 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	if p.Stdin != nil {
 		spec.Stdin = strings.NewReader(*p.Stdin)
 	}
-	exit, err := s.eng.Run(ctx, spec)
-	res := Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, OOMKilled: exit.OOMKilled,
-		Duration: exit.Duration, Timeout: timeout}
+	var res Result
+	var err error
+	if w := s.takeWarm(p); w != nil {
+		res, err = s.runWarm(ctx, w, p, timeout, stdout, stderr)
+	} else {
+		var exit engine.Exit
+		exit, err = s.eng.Run(ctx, spec)
+		res = Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, OOMKilled: exit.OOMKilled,
+			Duration: exit.Duration, Timeout: timeout}
+	}
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()

@@ -57,9 +57,9 @@ func (s *Sandbox) expire(cutoff time.Time) {
 	}
 }
 
-// Close ends every session, cancels the starts under way and stops the
-// idle reaper. Later session calls fail; the Sandbox must not be used
-// afterwards.
+// Close ends every session, cancels the starts under way, stops the idle
+// reaper and removes the warm pool's containers. Later session calls fail;
+// the Sandbox must not be used afterwards.
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
 		s.sess.mu.Lock()
@@ -83,5 +83,6 @@ func (s *Sandbox) Close() {
 			}()
 		}
 		wg.Wait()
+		s.pool.close()
 	})
 }

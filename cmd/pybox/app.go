@@ -55,7 +55,7 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		return nil, err
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, Limits: limits,
-		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL, Log: log})
+		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL, WarmPool: warmPool(c.WarmPool), Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -195,4 +195,12 @@ func (r *readiness) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// warmPool maps the setting (0 = off) to sandbox.Config's (0 = default).
+func warmPool(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -97,6 +98,16 @@ func (s *server) close() {
 // containers lists the pybox containers this server process owns now.
 func (s *server) containers() []engine.Summary {
 	return testenv.Managed(s.t, s.eng, map[string]string{"pybox.pid": strconv.Itoa(s.cmd.Process.Pid)})
+}
+
+// container returns this server's container whose ID starts with prefix, or nil.
+func (s *server) container(prefix string) *engine.Summary {
+	for _, c := range s.containers() {
+		if strings.HasPrefix(c.ID, prefix) {
+			return &c
+		}
+	}
+	return nil
 }
 
 // call invokes a tool and fails the test on a protocol error.

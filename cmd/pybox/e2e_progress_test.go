@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -65,19 +67,31 @@ func TestCancelKillsContainer(t *testing.T) {
 	s := startServer(t)
 	for _, session := range []string{"", "cancel-session"} {
 		t.Run("session="+session, func(t *testing.T) {
-			args := map[string]any{"code": "print('spinning', flush=True)\nwhile True: pass", "timeout_s": 120}
+			// The program names its container (hostname = ID prefix) in a file.
+			code := "import socket\nopen('host.txt', 'w').write(socket.gethostname())\nwhile True: pass"
+			args := map[string]any{"code": code, "timeout_s": 120}
+			hostFile := filepath.Join(s.storage, "host.txt")
 			if session != "" {
 				args["session_id"] = session
+				hostFile = filepath.Join(s.storage, "sessions", session, "host.txt")
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+			os.Remove(hostFile)
+			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			if _, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: args}); err == nil {
+			errc := make(chan error, 1)
+			go func() {
+				_, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: args})
+				errc <- err
+			}()
+			host := waitForFile(t, hostFile)
+			cancel()
+			if err := <-errc; err == nil {
 				t.Fatal("the cancelled call returned a result")
 			}
 			deadline := time.Now().Add(2 * time.Second)
-			for len(s.containers()) > 0 {
+			for c := s.container(host); c != nil; c = s.container(host) {
 				if time.Now().After(deadline) {
-					t.Fatalf("container still present 2s after the cancel: %v", s.containers())
+					t.Fatalf("container still present 2s after the cancel: %v", c)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -85,5 +99,20 @@ func TestCancelKillsContainer(t *testing.T) {
 				t.Errorf("server after cancel: %q", out.Stdout)
 			}
 		})
+	}
+}
+
+// waitForFile waits (up to 30 s) for path to hold something and returns it.
+func waitForFile(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

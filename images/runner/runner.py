@@ -3,6 +3,8 @@
 Usage:
     runner run FILE [ARGS...]   run FILE as __main__, like `python FILE`.
     runner kernel NONCE         serve a stateful session over stdin/stdout.
+    runner wait                 (warm pool) wait for one request on stdin,
+                                then behave exactly like run mode.
 
 In run mode it behaves like the plain interpreter (same exit status, same
 traceback text, stdin untouched) and adds one thing: matplotlib figures left
@@ -25,6 +27,11 @@ a program that closed or redirected them does not silence the next ones.
 
 A frame that does not parse tells the host the session is corrupt; it then
 discards the container. The backend is always headless (MPLBACKEND=Agg).
+
+In wait mode the interpreter starts before there is a program (a warm
+pool's container); the one request, framed like a kernel request with body
+{"file", "stdin" (null = none), "outputs"}, says what to run, and the
+program's stdin becomes that text (or /dev/null).
 """
 import io
 import json
@@ -189,20 +196,7 @@ class Kernel:
                 data = data[os.write(self.proto_out, data):]
 
     def read_request(self):
-        line = b""
-        while not line.endswith(b"\n"):
-            c = self.proto_in.read(1)
-            if not c:
-                return None
-            line += c
-        n = int(line)
-        body = b""
-        while len(body) < n:
-            c = self.proto_in.read(n - len(body))
-            if not c:
-                return None
-            body += c
-        return json.loads(body)
+        return read_frame(self.proto_in)
 
     def reset_streams(self):
         """Undo what the last program did to fds 1 and 2 and to sys.stdout
@@ -254,12 +248,65 @@ class Kernel:
             self.send("done", json.dumps({"code": status}).encode())
 
 
+def read_frame(f):
+    """Read one b"<len>\\n<body>" frame from the binary file f; None at EOF."""
+    line = b""
+    while not line.endswith(b"\n"):
+        c = f.read(1)
+        if not c:
+            return None
+        line += c
+    n = int(line)
+    body = b""
+    while len(body) < n:
+        c = f.read(n - len(body))
+        if not c:
+            return None
+        body += c
+    return json.loads(body)
+
+
+def feed_stdin(text):
+    """Make fd 0 (and sys.stdin) read text, or /dev/null when text is None."""
+    if text is None:
+        fd = os.open(os.devnull, os.O_RDONLY)
+    else:
+        fd, w = os.pipe()
+        data = text.encode()
+
+        def write():
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(w, view):]
+            except OSError:
+                pass  # the program stopped reading its input
+            finally:
+                os.close(w)
+        threading.Thread(target=write, daemon=True).start()
+    os.dup2(fd, 0)
+    os.close(fd)
+    sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
+
+
+def wait_then_run():
+    """Warm-pool mode: one request, then run mode."""
+    req = read_frame(os.fdopen(os.dup(0), "rb", buffering=0))
+    if req is None:
+        return 0  # the pool discarded us unused
+    feed_stdin(req.get("stdin"))
+    os.environ["PYBOX_OUTPUTS"] = req.get("outputs") or ""
+    return run_file(req["file"], [])
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "run":
         return run_file(argv[1], argv[2:])
+    if argv == ["wait"]:
+        return wait_then_run()
     if len(argv) == 2 and argv[0] == "kernel":
         return Kernel(argv[1]).serve()
-    print("usage: runner run FILE [ARGS...] | runner kernel NONCE", file=sys.stderr)
+    print("usage: runner run FILE [ARGS...] | runner kernel NONCE | runner wait", file=sys.stderr)
     return 2
 
 

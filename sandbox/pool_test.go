@@ -1,0 +1,120 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// poolContainers lists sb's idle warm containers.
+func poolContainers(t *testing.T, eng *engine.Client, sb *sandbox.Sandbox) []engine.Summary {
+	t.Helper()
+	var out []engine.Summary
+	for _, c := range owned(t, eng, sb) {
+		if c.Labels[sandbox.LabelRole] == "pool" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// writeFile adds a file to a workspace made by workspace().
+func writeFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWarmPoolRuns: after a first (cold) run the pool fills, the next runs
+// take ready containers, and they behave exactly like cold runs: output,
+// exit status, stdin or its absence, outputs folder, timeout.
+func TestWarmPoolRuns(t *testing.T) {
+	sb, eng := newSandbox(t, sandbox.Config{WarmPool: 2})
+	ws := workspace(t, "import os, socket, sys\nprint(socket.gethostname())\nprint('err', file=sys.stderr)\nsys.exit(3)")
+	writeFile(t, ws, "echo.py", "print(input().upper())\n")
+	writeFile(t, ws, "eof.py", "try:\n    input()\nexcept EOFError:\n    print('eof')\n")
+	writeFile(t, ws, "out.py", "import os\nprint(os.environ.get('PYBOX_OUTPUTS'))\n")
+	writeFile(t, ws, "spin.py", "import socket\nprint(socket.gethostname(), flush=True)\nwhile True: pass\n")
+	run := func(p sandbox.Program) sandbox.Result {
+		t.Helper()
+		p.Workspace = ws
+		res, err := sb.Run(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	run(sandbox.Program{File: "main.py"}) // cold; asks for the pool
+	waitFor(t, 30*time.Second, "two warm containers", func() bool { return len(poolContainers(t, eng, sb)) == 2 })
+	ready := map[string]bool{}
+	for _, c := range poolContainers(t, eng, sb) {
+		ready[c.ID[:12]] = true
+	}
+	res := run(sandbox.Program{File: "main.py"})
+	host := strings.TrimSpace(res.Stdout)
+	if !ready[host] || res.ExitCode != 3 || res.Stderr != "err\n" {
+		t.Fatalf("warm run: host %q (ready: %v) exit %d stderr %q; want a pool container, exit 3, stderr err", host, ready, res.ExitCode, res.Stderr)
+	}
+	in := "shout\n"
+	if res := run(sandbox.Program{File: "echo.py", Stdin: &in}); res.Stdout != "SHOUT\n" {
+		t.Errorf("stdin: %q %q", res.Stdout, res.Stderr)
+	}
+	if res := run(sandbox.Program{File: "eof.py"}); res.Stdout != "eof\n" {
+		t.Errorf("no stdin: %q %q", res.Stdout, res.Stderr)
+	}
+	if res := run(sandbox.Program{File: "out.py", Outputs: "outputs/r1"}); res.Stdout != "/workspace/outputs/r1\n" {
+		t.Errorf("outputs: %q", res.Stdout)
+	}
+	waitFor(t, 30*time.Second, "the pool refilled", func() bool { return len(poolContainers(t, eng, sb)) == 2 })
+	res = run(sandbox.Program{File: "spin.py", Timeout: time.Second})
+	host = strings.TrimSpace(res.Stdout)
+	if !res.TimedOut || res.ExitCode != 137 || len(host) != 12 {
+		t.Fatalf("timeout: %+v", res)
+	}
+	for _, c := range owned(t, eng, sb) {
+		if strings.HasPrefix(c.ID, host) {
+			t.Errorf("the timed-out warm container %s is still there", host)
+		}
+	}
+}
+
+// TestWarmPoolFollowsTheEnvironment: only recent environments stay warm,
+// and Close removes every warm container (checked by newSandbox).
+func TestWarmPoolFollowsTheEnvironment(t *testing.T) {
+	sb, eng := newSandbox(t, sandbox.Config{WarmPool: 1})
+	var wss []string
+	for range 3 {
+		ws := workspace(t, "print(1)")
+		wss = append(wss, ws)
+		if res, err := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py"}); err != nil || res.Stdout != "1\n" {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+	}
+	// Three workspaces are three keys; only the two most recent stay warm.
+	waitFor(t, 30*time.Second, "two warm keys, one container each", func() bool { return len(poolContainers(t, eng, sb)) == 2 })
+	time.Sleep(500 * time.Millisecond) // a late fill for the dropped key must not linger either
+	if n := len(poolContainers(t, eng, sb)); n != 2 {
+		t.Errorf("%d warm containers for 2 recent keys of size 1", n)
+	}
+}
+
+// TestWarmPoolDisabled: a negative size keeps no container ready.
+func TestWarmPoolDisabled(t *testing.T) {
+	sb, eng := newSandbox(t, sandbox.Config{WarmPool: -1})
+	ws := workspace(t, "print(1)")
+	for range 2 {
+		if _, err := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(poolContainers(t, eng, sb)); n != 0 {
+		t.Errorf("%d warm containers with the pool disabled", n)
+	}
+}
