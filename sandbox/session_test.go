@@ -106,7 +106,15 @@ func TestSessionKernelDiedBetweenCalls(t *testing.T) {
 		left := owned(t, eng, sb)
 		return len(left) == 1 && left[0].State == "exited"
 	})
+	// Usually the sandbox has seen the exit and runs the call in a new
+	// session at once. In the few milliseconds before the daemon's exit
+	// event reaches it, the call instead finds the kernel dead: it reports
+	// the loss, and the call after it runs in a new session. Either way no
+	// call wedges and the note names the exit.
 	res := run(t, sb, "dies", "print('hi')")
+	if res.SessionLost {
+		res = run(t, sb, "dies", "print('hi')")
+	}
 	if res.Stdout != "hi\n" || res.SessionLost || !res.NewSession || !strings.Contains(res.SessionNote, "status 7") {
 		t.Errorf("call after the kernel died: stdout %q lost=%v new=%v note %q; want it run in a new session with a note",
 			res.Stdout, res.SessionLost, res.NewSession, res.SessionNote)

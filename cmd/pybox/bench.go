@@ -33,6 +33,8 @@ type benchReport struct {
 	Rows  []benchRow `json:"rows"`
 	// RatioMCPToDockerRun is p50(execute_code) / p50(docker run --rm).
 	RatioMCPToDockerRun float64 `json:"ratio_mcp_to_docker_run"`
+	// ServerRSSMiB is the server's resident memory after every scenario.
+	ServerRSSMiB float64 `json:"server_rss_mib"`
 }
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -65,9 +67,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 type bench struct {
-	n      int
-	image  string
-	stderr io.Writer
+	serverPID int
+	n         int
+	image     string
+	stderr    io.Writer
 }
 
 func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error) {
@@ -90,6 +93,7 @@ func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error
 		row.Note = sc.note
 		rep.Rows = append(rep.Rows, row)
 	}
+	rep.ServerRSSMiB = rssMiB(b.serverPID)
 	mcp, docker := rep.row("execute_code print(1)"), rep.row("docker run --rm")
 	if mcp != nil && docker != nil && docker.P50MS > 0 && mcp.Skipped == "" {
 		rep.RatioMCPToDockerRun = round(mcp.P50MS / docker.P50MS)
@@ -109,6 +113,7 @@ func (r benchReport) row(prefix string) *benchRow {
 
 // connect starts `pybox serve` (this binary) and connects an MCP client.
 func (b *bench) connect(ctx context.Context, serveArgs []string, env ...string) (*mcp.ClientSession, func(), error) {
+	b.serverPID = 0
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -131,7 +136,23 @@ func (b *bench) connect(ctx context.Context, serveArgs []string, env ...string) 
 		cleanup()
 		return nil, nil, fmt.Errorf("start pybox serve: %w", err)
 	}
+	b.serverPID = cmd.Process.Pid
 	return cs, func() { cs.Close(); cleanup() }, nil
+}
+
+// rssMiB reads a process's resident set size from /proc (0 if unknown).
+func rssMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb float64
+		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
+			return round(kb / 1024)
+		}
+	}
+	return 0
 }
 
 // measure runs the scenario's setup, one warm-up call (unless cold), then
@@ -196,6 +217,9 @@ func writeReport(rep benchReport, jsonPath string, stdout io.Writer) error {
 	tw.Flush()
 	if rep.RatioMCPToDockerRun > 0 {
 		fmt.Fprintf(stdout, "\nexecute_code p50 / docker run p50 = %.2f\n", rep.RatioMCPToDockerRun)
+	}
+	if rep.ServerRSSMiB > 0 {
+		fmt.Fprintf(stdout, "server resident memory after the scenarios: %.1f MiB\n", rep.ServerRSSMiB)
 	}
 	fmt.Fprintf(stdout, "\nJSON:\n%s\n", js)
 	if jsonPath != "" {

@@ -36,7 +36,7 @@ func (b *bench) scenarios(ctx context.Context, cs *mcp.ClientSession) []scenario
 		return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{benchPackage(i)}}, "Installed")
 	}
 	return []scenario{
-		{name: "execute_code print(1) (MCP, fresh container)", call: exec(print1, "1\n")},
+		{name: "execute_code print(1) (MCP, single-use container)", note: "warm pool", call: exec(print1, "1\n")},
 		{name: "docker run --rm IMAGE python -c 'print(1)'", call: func(int) error { return dockerRunPrint1(ctx, b.image) }},
 		{name: "install_dependencies, first install (new layer)", n: benchPackages, cold: true,
 			call: func(i int) error { return install(i - 1) }},

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
+)
+
+// TestBenchReport: `pybox bench` measures every scenario through a real
+// MCP client and prints the table and the JSON report.
+func TestBenchReport(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	cmd := exec.Command(pyboxBin, "bench", "-n", "2", "-json", "-")
+	cmd.Env = append(os.Environ(), "PYBOX_BUILD=never")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pybox bench: %v\n%s", err, out)
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	for _, want := range []string{"execute_code print(1)", "docker run --rm", "install_dependencies, first install",
+		"install_dependencies, cache hit", "execute_code in a live session"} {
+		r := rep.row(want)
+		if r == nil || (r.Skipped == "" && (r.N < 2 || r.P50MS <= 0 || r.P95MS < r.P50MS)) {
+			t.Errorf("row %q: %+v", want, r)
+		}
+	}
+	if r := rep.row("execute_code print(1)"); r == nil || r.Skipped != "" || rep.ServerRSSMiB <= 0 {
+		t.Errorf("the MCP row must be measured and the server's memory reported: %+v rss %v", r, rep.ServerRSSMiB)
+	}
+	if strings.Contains(string(out), "unexpected result") {
+		t.Errorf("a scenario failed: %s", out)
+	}
+}
