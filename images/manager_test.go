@@ -90,8 +90,9 @@ func TestSharedStateKeepsLineages(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, res.Output)
 	}
 	removeAtCleanup(t, testenv.Docker(t), res.Env.ImageID)
-	if _, err := b.Configure(t.Context(), images.Environment{Variant: images.VariantDatascience}); err != nil {
-		t.Fatalf("configure datascience: %v", err)
+	// Another lineage on the same (base) image: no other image is needed.
+	if _, err := b.Configure(t.Context(), images.Environment{Type: images.EnvVenv}); err != nil {
+		t.Fatalf("configure venv: %v", err)
 	}
 	refs, err := images.StateImages(state)
 	if err != nil || !slices.Contains(refs, res.Env.Image) {
