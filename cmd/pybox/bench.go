@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/engine"
 )
 
 // benchRow is one measured scenario.
@@ -59,11 +61,45 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	b := &bench{n: *n, image: a.image, stderr: stderr}
+	before, err := a.engine.ListImages(ctx, "pybox.managed", "image")
+	if err != nil {
+		return err
+	}
 	rep, err := b.run(ctx, c.forwardFlags(fs))
+	removeNewLayers(context.WithoutCancel(ctx), a, before, stderr)
 	if err != nil {
 		return err
 	}
 	return writeReport(rep, *jsonOut, stdout)
+}
+
+// removeNewLayers removes the package layers the bench's installs made. A
+// layer with children cannot go before them, so it makes a few passes.
+func removeNewLayers(ctx context.Context, a *app, before []engine.Image, stderr io.Writer) {
+	old := map[string]bool{}
+	for _, img := range before {
+		old[img.ID] = true
+	}
+	var lastErr error
+	for range 8 {
+		after, err := a.engine.ListImages(ctx, "pybox.managed", "image")
+		if err != nil {
+			lastErr = err
+			break
+		}
+		left := 0
+		for _, img := range after {
+			if !old[img.ID] {
+				if lastErr = a.engine.RemoveImage(ctx, img.ID); lastErr != nil {
+					left++
+				}
+			}
+		}
+		if left == 0 {
+			return
+		}
+	}
+	fmt.Fprintln(stderr, "bench: package layers left behind:", lastErr)
 }
 
 type bench struct {
