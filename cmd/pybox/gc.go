@@ -51,6 +51,7 @@ func gcLayers(ctx context.Context, a *app, keep []string, all, dry bool, stdout 
 		}
 		if dry {
 			fmt.Fprintf(stdout, "would remove %v (%s)\n", img.Tags, shortID(img.ID))
+			removed++
 			continue
 		}
 		if err := a.engine.RemoveImage(ctx, img.ID); err != nil {
@@ -60,6 +61,10 @@ func gcLayers(ctx context.Context, a *app, keep []string, all, dry bool, stdout 
 		}
 		removed++
 	}
-	fmt.Fprintf(stdout, "package layers: %d removed, %d kept\n", removed, kept)
+	verb := "removed"
+	if dry {
+		verb = "to remove"
+	}
+	fmt.Fprintf(stdout, "package layers: %d %s, %d kept\n", removed, verb, kept)
 	return nil
 }
