@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,13 +92,4 @@ func sessionIDs(sb *sandbox.Sandbox) []string {
 		ids = append(ids, s.ID)
 	}
 	return ids
-}
-
-func hasAll(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

@@ -89,10 +89,8 @@ func TestWarmPoolRuns(t *testing.T) {
 // and Close removes every warm container (checked by newSandbox).
 func TestWarmPoolFollowsTheEnvironment(t *testing.T) {
 	sb, eng := newSandbox(t, sandbox.Config{WarmPool: 1})
-	var wss []string
 	for range 3 {
 		ws := workspace(t, "print(1)")
-		wss = append(wss, ws)
 		if res, err := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py"}); err != nil || res.Stdout != "1\n" {
 			t.Fatalf("run: %v %+v", err, res)
 		}
