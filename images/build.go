@@ -26,6 +26,7 @@ import (
 const (
 	VenvPython  = "/opt/venv/bin/python" // the venv's interpreter
 	SandboxUser = "10001:10001"          // uid:gid of the non-root user pybox
+	InstallUser = "10002:10002"          // uid:gid installs run as; owns only the venv's package dirs
 	Workdir     = "/workspace"           // working directory, owned by SandboxUser
 )
 
