@@ -50,9 +50,6 @@ const (
 	runtimeRepo = "pybox-runtime"
 )
 
-//go:embed runner/runner.py
-var runnerPy []byte
-
 // Builder builds and finds runtime images. Zero fields mean the defaults.
 type Builder struct {
 	Engine   *engine.Client

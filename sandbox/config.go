@@ -21,6 +21,7 @@ type Plan struct {
 	User      string            // "uid:gid", never root
 	Env       map[string]string // the complete environment: nothing else leaks in
 	Workspace string            // host directory mounted read-write at /workspace; "" = none
+	Outputs   *Outputs          // the run's private output folder, mounted over its place in the workspace
 	Labels    map[string]string
 	Runtime   string // OCI runtime; "" = the daemon's default
 	Stdin     bool   // attach stdin
@@ -30,7 +31,9 @@ type Plan struct {
 // ContainerConfig is the pure mapping from a plan to the hardened Docker
 // configuration (network none and disabled, all capabilities dropped,
 // no-new-privileges, read-only root with a sized /tmp, memory without extra
-// swap, CPU quota, pids limit, ulimits, init, no logging, SIGKILL stop).
+// swap, CPU quota, pids limit, ulimits, no logging, SIGKILL stop). There is
+// no docker-init: the runner is PID 1 itself (it reaps, and it must be the
+// only process holding the container's streams, which carry its channel).
 func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:           p.Image,
@@ -54,7 +57,7 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		IpcMode:        "private",
-		Init:           ptr(true),
+		Init:           ptr(false),
 		Runtime:        p.Runtime,
 		LogConfig:      container.LogConfig{Type: "none"},
 		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", l.TmpBytes)},
@@ -72,6 +75,9 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 	}
 	if p.Workspace != "" {
 		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: p.Workspace, Target: WorkspaceMount}}
+	}
+	if p.Workspace != "" && p.Outputs != nil {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: p.Outputs.Dir, Target: p.Outputs.Path()})
 	}
 	return cfg, host
 }

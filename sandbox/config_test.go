@@ -18,8 +18,9 @@ func TestContainerConfigGolden(t *testing.T) {
 		plan Plan
 	}{
 		{"defaults", Plan{
-			Image: "pybox-runtime:base", Cmd: []string{"/opt/venv/bin/python", "/opt/pybox/runner.py", "run", "/workspace/a_1.py"},
+			Image: "pybox-runtime:base", Cmd: []string{"/opt/venv/bin/python", "-I", "-S", "-c", "RUNNER", "once"},
 			User: "10001:10001", Env: map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8"}, Workspace: "/srv/code",
+			Outputs: &Outputs{Name: "20261123-120000-0a1b2c3d", Dir: "/var/lib/pybox/runs/o1/20261123-120000-0a1b2c3d"},
 			Labels: map[string]string{LabelManaged: "true", LabelRole: "run"}, Limits: Limits{}.WithDefaults(),
 		}},
 		{"custom limits with stdin and runtime", Plan{
@@ -56,6 +57,8 @@ func TestContainerConfigGolden(t *testing.T) {
 // update cannot quietly weaken it.
 func TestHardeningInvariants(t *testing.T) {
 	cfg, host := ContainerConfig(Plan{Image: "i", User: "10001:10001", Workspace: "/w", Limits: Limits{}.WithDefaults()})
+	_, withOut := ContainerConfig(Plan{Image: "i", User: "10001:10001", Workspace: "/w", Limits: Limits{}.WithDefaults(),
+		Outputs: &Outputs{Name: "r1", Dir: "/runs/r1"}})
 	checks := []struct {
 		name string
 		ok   bool
@@ -66,12 +69,14 @@ func TestHardeningInvariants(t *testing.T) {
 		{"read-only root", host.ReadonlyRootfs},
 		{"no extra swap", host.Memory > 0 && host.MemorySwap == host.Memory},
 		{"pids limit", host.PidsLimit != nil && *host.PidsLimit == DefaultPids},
-		{"init", host.Init != nil && *host.Init},
+		{"no docker-init: the runner is PID 1, alone with the streams", host.Init != nil && !*host.Init},
 		{"not privileged", !host.Privileged},
 		{"no logging", host.LogConfig.Type == "none"},
 		{"one mount, the workspace", len(host.Mounts) == 1 && host.Mounts[0].Source == "/w" && host.Mounts[0].Target == WorkspaceMount},
 		{"kill on stop", cfg.StopSignal == "SIGKILL"},
 		{"no stdin unless asked", !cfg.OpenStdin && !cfg.AttachStdin},
+		{"the run's own outputs over their place in the workspace", len(withOut.Mounts) == 2 && withOut.Mounts[0] == host.Mounts[0] &&
+			withOut.Mounts[1].Source == "/runs/r1" && withOut.Mounts[1].Target == "/workspace/outputs/r1" && !withOut.Mounts[1].ReadOnly},
 	}
 	for _, c := range checks {
 		if !c.ok {

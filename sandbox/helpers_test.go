@@ -22,6 +22,9 @@ func newSandbox(t *testing.T, cfg sandbox.Config) (*sandbox.Sandbox, *engine.Cli
 	eng := testenv.Docker(t)
 	cfg.Engine = eng
 	cfg.Image = testenv.RuntimeImage(t, eng, "base")
+	if cfg.RunsDir == "" {
+		cfg.RunsDir = t.TempDir()
+	}
 	sb, err := sandbox.New(cfg)
 	if err != nil {
 		t.Fatal(err)

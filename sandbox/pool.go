@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"strconv"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -13,21 +11,26 @@ import (
 )
 
 // The warm pool keeps a few started containers per environment whose
-// runner waits (mode "wait") for its one program on stdin. A run takes one,
-// uses it once, and it is removed; the pool refills in the background. This
-// takes container creation, start and interpreter start-up off the run's
-// path. Pool containers have the same configuration as cold ones.
+// runner (mode "once") has said it is ready and waits for its one program.
+// A run takes one, uses it once, and it is removed; the pool refills in the
+// background. This takes container creation, start and interpreter start-up
+// off the run's path. Pool containers are exactly the cold ones, made
+// ahead: same configuration, same private output folder per container. A
+// waiting runner has imported nothing but the standard library: no code of
+// the workspace, site-packages or any program runs in a container nobody
+// called.
 
 const (
 	poolKeys    = 2               // environments kept warm at once (the most recent)
 	poolMaxIdle = 5 * time.Minute // a warm container idle longer is replaced
 )
 
-// warm is one ready container.
+// warm is one ready container and the output folder mounted into it.
 type warm struct {
-	k       *engine.Attached
-	stderr  *switchWriter
-	started time.Time
+	*conn
+	outputs     *Outputs // nil once handed to a run
+	outputsNote string   // why there is no output folder, if there is none
+	started     time.Time
 }
 
 // pool holds the ready containers by key; see Sandbox.takeWarm.
@@ -54,7 +57,7 @@ func (s *Sandbox) takeWarm(p Program) *warm {
 	}
 	key := poolKey(p)
 	s.pool.mu.Lock()
-	s.pool.touch(key)
+	s.pool.touch(key, s.log)
 	var got *warm
 	for got == nil && len(s.pool.idle[key]) > 0 {
 		w := s.pool.idle[key][0]
@@ -62,7 +65,7 @@ func (s *Sandbox) takeWarm(p Program) *warm {
 		if w.usable() {
 			got = w
 		} else {
-			s.pool.dropLater(w)
+			s.pool.dropLater(w, s.log)
 		}
 	}
 	s.pool.mu.Unlock()
@@ -72,7 +75,7 @@ func (s *Sandbox) takeWarm(p Program) *warm {
 
 // touch makes key the most recent; keys beyond poolKeys are drained.
 // Called with mu held.
-func (pl *pool) touch(key string) {
+func (pl *pool) touch(key string, log *slog.Logger) {
 	if i := indexOf(pl.recent, key); i >= 0 {
 		pl.recent = append(pl.recent[:i], pl.recent[i+1:]...)
 	}
@@ -81,7 +84,7 @@ func (pl *pool) touch(key string) {
 		old := pl.recent[0]
 		pl.recent = pl.recent[1:]
 		for _, w := range pl.idle[old] {
-			pl.dropLater(w)
+			pl.dropLater(w, log)
 		}
 		delete(pl.idle, old)
 	}
@@ -98,17 +101,21 @@ func indexOf(list []string, v string) int {
 
 // usable reports whether w is still alive and fresh.
 func (w *warm) usable() bool {
-	select {
-	case <-w.k.Done():
+	if _, ended := w.exited(); ended {
 		return false
-	default:
-		return time.Since(w.started) < poolMaxIdle
 	}
+	return time.Since(w.started) < poolMaxIdle
 }
 
-// dropLater removes w in the background. Called with mu held.
-func (pl *pool) dropLater(w *warm) {
-	pl.wg.Go(func() { w.k.Destroy(context.Background()) }) // Destroy logs nothing; a failure leaves it to the reaper
+// dropLater removes w and its unused output folder in the background;
+// Close waits for it. A failure is logged and leaves it to the reaper.
+func (pl *pool) dropLater(w *warm, log *slog.Logger) {
+	pl.wg.Go(func() {
+		w.destroy(context.Background(), log)
+		if err := w.outputs.Remove(); err != nil {
+			log.Warn("run output folder not removed", "err", err)
+		}
+	})
 }
 
 // refill starts containers for key until the pool holds size of them.
@@ -121,20 +128,15 @@ func (s *Sandbox) refill(key string, p Program) {
 	need := s.pool.size - len(s.pool.idle[key]) - s.pool.filling[key]
 	for range max(need, 0) {
 		s.pool.filling[key]++
-		s.pool.wg.Go(func() { s.startWarm(key, p) })
+		s.pool.wg.Go(func() { s.fill(key, p) })
 	}
 }
 
-// startWarm starts one container and adds it to the pool (or removes it
-// when the pool closed or moved on meanwhile).
-func (s *Sandbox) startWarm(key string, p Program) {
-	plan := s.plan(Program{Image: p.Image, Python: p.Python, Workspace: p.Workspace}, "wait")
-	plan.Labels = s.owner.Labels("pool")
-	plan.Stdin = true
-	cfg, host := ContainerConfig(plan)
-	sw := &switchWriter{}
+// fill starts one container and adds it to the pool (or removes it when
+// the pool closed or moved on meanwhile).
+func (s *Sandbox) fill(key string, p Program) {
 	// Never a caller's context: the container outlives the call that asked.
-	k, err := s.eng.StartAttached(context.Background(), engine.Spec{Name: s.owner.ContainerName("pool"), Config: cfg, Host: host, Stderr: sw})
+	w, err := s.startOnce(context.Background(), p, "pool")
 	s.pool.mu.Lock()
 	defer s.pool.mu.Unlock()
 	s.pool.filling[key]--
@@ -142,107 +144,45 @@ func (s *Sandbox) startWarm(key string, p Program) {
 		s.log.Warn("warm container did not start", "err", err)
 		return
 	}
-	w := &warm{k: k, stderr: sw, started: time.Now()}
 	if s.pool.closed || indexOf(s.pool.recent, key) < 0 {
-		s.pool.dropLater(w)
+		s.pool.dropLater(w, s.log)
 		return
 	}
 	s.pool.idle[key] = append(s.pool.idle[key], w)
 }
 
+// startOnce starts a container whose runner waits for one program of p's
+// environment and workspace, with a private output folder mounted; role
+// is run (a cold run's) or pool.
+func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm, error) {
+	plan := s.plan(p, "once")
+	plan.Labels = s.owner.Labels(role)
+	outputs, err := s.newOutputs(p.Workspace)
+	note := ""
+	if err != nil { // a program replaced outputs/ in the shared workspace: run without one
+		s.log.Warn("run output folder unavailable", "err", err)
+		note = "figures and output files were not collected: outputs/ in the workspace is not a folder pybox can use"
+	}
+	plan.Outputs = outputs
+	cfg, host := ContainerConfig(plan)
+	c, err := s.dial(ctx, engine.Spec{Name: s.owner.ContainerName(role), Config: cfg, Host: host})
+	if err != nil {
+		outputs.Remove()
+		return nil, err
+	}
+	return &warm{conn: c, outputs: outputs, outputsNote: note, started: time.Now()}, nil
+}
+
 // close removes every idle container and waits for fills and removals.
-func (pl *pool) close() {
+func (pl *pool) close(log *slog.Logger) {
 	pl.mu.Lock()
 	pl.closed = true
 	for _, ws := range pl.idle {
 		for _, w := range ws {
-			pl.dropLater(w)
+			pl.dropLater(w, log)
 		}
 	}
 	pl.idle = map[string][]*warm{}
 	pl.mu.Unlock()
 	pl.wg.Wait()
-}
-
-// warmRequest is the runner's one request in wait mode.
-type warmRequest struct {
-	File    string  `json:"file"`
-	Stdin   *string `json:"stdin"`
-	Outputs string  `json:"outputs,omitempty"`
-}
-
-// runWarm runs p in w. The container is removed afterwards: at once when
-// it must be killed, in the background when the program ended by itself.
-func (s *Sandbox) runWarm(ctx context.Context, w *warm, p Program, timeout time.Duration, stdout, stderr io.Writer) (Result, error) {
-	w.stderr.set(stderr)
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = io.Copy(stdout, w.k.Stdout) // ends when the container's streams close
-	}()
-	req := warmRequest{File: WorkspaceMount + "/" + p.File, Stdin: p.Stdin}
-	if p.Outputs != "" {
-		req.Outputs = WorkspaceMount + "/" + p.Outputs
-	}
-	body, _ := json.Marshal(req) // strings always marshal
-	start := time.Now()
-	res := Result{Timeout: timeout}
-	_, werr := w.k.Write(append([]byte(strconv.Itoa(len(body))+"\n"), body...))
-	err := s.awaitWarm(ctx, w, timeout, werr, &res)
-	res.Duration = time.Since(start)
-	select {
-	case <-copied:
-	case <-time.After(5 * time.Second):
-		w.k.Destroy(context.Background()) // closes the stream the copy reads
-		<-copied
-	}
-	s.pool.mu.Lock()
-	s.pool.dropLater(w)
-	s.pool.mu.Unlock()
-	return res, err
-}
-
-// awaitWarm waits for the program's end, killing it at the deadline or
-// when ctx ends.
-func (s *Sandbox) awaitWarm(ctx context.Context, w *warm, timeout time.Duration, werr error, res *Result) error {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	if werr != nil {
-		s.log.Warn("could not send the program to a warm container", "err", werr)
-	}
-	select {
-	case <-w.k.Done():
-		x := w.k.Exit()
-		res.ExitCode, res.OOMKilled = x.Code, x.OOMKilled
-		return nil
-	case <-timer.C:
-		res.TimedOut, res.ExitCode = true, 137
-	case <-ctx.Done():
-		res.ExitCode = 137
-		w.k.Destroy(context.Background())
-		return context.Cause(ctx)
-	}
-	w.k.Destroy(context.Background())
-	return nil
-}
-
-// switchWriter forwards to a writer chosen after the container started.
-type switchWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (sw *switchWriter) set(w io.Writer) {
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	sw.w = w
-}
-
-func (sw *switchWriter) Write(p []byte) (int, error) {
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	if sw.w == nil {
-		return len(p), nil // before its program: the runner prints nothing
-	}
-	return sw.w.Write(p)
 }

@@ -40,7 +40,7 @@ func TestWarmPoolRuns(t *testing.T) {
 	ws := workspace(t, "import os, socket, sys\nprint(socket.gethostname())\nprint('err', file=sys.stderr)\nsys.exit(3)")
 	writeFile(t, ws, "echo.py", "print(input().upper())\n")
 	writeFile(t, ws, "eof.py", "try:\n    input()\nexcept EOFError:\n    print('eof')\n")
-	writeFile(t, ws, "out.py", "import os\nprint(os.environ.get('PYBOX_OUTPUTS'))\n")
+	writeFile(t, ws, "out.py", "import os\nd = os.environ['PYBOX_OUTPUTS']\nopen(d + '/made.txt', 'w').write('x')\nprint(d)\n")
 	writeFile(t, ws, "spin.py", "import socket\nprint(socket.gethostname(), flush=True)\nwhile True: pass\n")
 	run := func(p sandbox.Program) sandbox.Result {
 		t.Helper()
@@ -69,9 +69,15 @@ func TestWarmPoolRuns(t *testing.T) {
 	if res := run(sandbox.Program{File: "eof.py"}); res.Stdout != "eof\n" {
 		t.Errorf("no stdin: %q %q", res.Stdout, res.Stderr)
 	}
-	if res := run(sandbox.Program{File: "out.py", Outputs: "outputs/r1"}); res.Stdout != "/workspace/outputs/r1\n" {
-		t.Errorf("outputs: %q", res.Stdout)
+	res = run(sandbox.Program{File: "out.py"})
+	if res.Outputs == nil || res.Stdout != res.Outputs.Path()+"\n" {
+		t.Errorf("outputs: %q, %+v", res.Stdout, res.Outputs)
+	} else if b, err := os.ReadFile(filepath.Join(res.Outputs.Dir, "made.txt")); err != nil || string(b) != "x" {
+		t.Errorf("the run's file is not in its private output folder: %q, %v", b, err)
+	} else if _, err := os.Stat(filepath.Join(ws, "outputs", res.Outputs.Name, "made.txt")); err == nil {
+		t.Errorf("the run's file went to the shared workspace, not its private folder")
 	}
+	res.Outputs.Remove()
 	waitFor(t, 30*time.Second, "the pool refilled", func() bool { return len(poolContainers(t, eng, sb)) == 2 })
 	res = run(sandbox.Program{File: "spin.py", Timeout: time.Second})
 	host = strings.TrimSpace(res.Stdout)

@@ -20,7 +20,7 @@ func (s *Sandbox) Probe(ctx context.Context, image string, python []string, code
 		return "", err
 	}
 	defer s.slots.Release(1)
-	plan := s.plan(Program{Image: image, Python: python})
+	plan := s.plan(Program{Image: image, Python: python}, "")
 	plan.Cmd = append(append([]string{}, python...), "-c", code)
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes}
 	stderr := &capBuffer{max: 16 << 10}

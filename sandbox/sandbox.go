@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,7 +35,11 @@ type Config struct {
 	MaxSessions   int            // live sessions at once; default 8
 	SessionTTL    time.Duration  // idle time after which a session ends; default 15 minutes
 	WarmPool      int            // ready containers kept per environment; default 2, negative disables
-	Log           *slog.Logger   // nil discards
+	// RunsDir is a host directory that no container mounts, where each
+	// stateless run gets its private output folder (see Outputs); "" = runs
+	// get none. The Sandbox uses a subfolder of its own and removes it on Close.
+	RunsDir string
+	Log     *slog.Logger // nil discards
 }
 
 // Sandbox runs programs. Create it with New.
@@ -47,6 +51,7 @@ type Sandbox struct {
 	log       *slog.Logger
 	sess      sessions
 	pool      pool
+	runsDir   string // RunsDir/<owner>: this instance's run output folders
 	closeOnce sync.Once
 }
 
@@ -77,6 +82,12 @@ func New(cfg Config) (*Sandbox, error) {
 		sess:  sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
 		pool:  pool{size: max(orDefault(cfg.WarmPool, 2), 0), idle: map[string][]*warm{}, filling: map[string]int{}},
 	}
+	if cfg.RunsDir != "" {
+		s.runsDir = filepath.Join(cfg.RunsDir, s.owner.ID)
+		if err := os.MkdirAll(s.runsDir, 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox: run output folders: %w", err)
+		}
+	}
 	s.sess.ctx, s.sess.cancel = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
 	go s.reap()
@@ -103,7 +114,6 @@ type Program struct {
 	File      string        // program path relative to Workspace
 	Stdin     *string       // nil: no stdin, so input() raises EOFError at once
 	Timeout   time.Duration // 0 = Limits.Timeout
-	Outputs   string        // folder under Workspace for figures/artifacts; "" = none
 	// OnOutput, when set, sees every chunk of output as it arrives
 	// ("stdout" or "stderr"); it must not block.
 	OnOutput func(stream string, chunk []byte)
@@ -119,49 +129,62 @@ type Result struct {
 	Truncated bool // stdout or stderr hit the output cap
 	Duration  time.Duration
 	Timeout   time.Duration // the limit that applied
+	// Outputs is a stateless run's own output folder (nil without
+	// Config.RunsDir); the caller reads it, then calls its Remove.
+	Outputs     *Outputs
+	OutputsNote string // why a stateless run had no output folder, when it had none
 	// Sessions only:
 	NewSession  bool   // the call started the session
 	SessionLost bool   // the session's container died or was killed; its state is gone
 	SessionNote string // why an earlier session of this id ended, when it did
 }
 
-// Run executes p in a fresh container and removes it. Errors are
-// infrastructure failures (ErrBusy, ErrUnreachable, missing image) or the
-// caller's cancellation; the container is gone when Run returns either way.
+// Run executes p in a fresh container (a ready one from the warm pool, or
+// a new one) and removes it. Errors are infrastructure failures (ErrBusy,
+// ErrUnreachable, missing image) or the caller's cancellation; the
+// container is gone, or going, when Run returns either way. The result
+// comes from the runner's verdict as soon as it has it; the container's
+// removal goes on in the background (Close waits for it).
 func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	if err := s.acquire(ctx); err != nil {
 		return Result{}, err
 	}
 	defer s.slots.Release(1)
-	plan := s.plan(p)
-	timeout := orDefault(p.Timeout, s.cfg.Limits.Timeout)
+	w := s.takeWarm(p)
+	if w == nil {
+		var err error
+		if w, err = s.startOnce(ctx, p, "run"); err != nil {
+			return Result{}, err
+		}
+	}
+	res, err := s.runOnce(ctx, w, p)
+	if err != nil {
+		res.Outputs.Remove()
+		res.Outputs = nil
+		return res, s.explain(err)
+	}
+	return res, nil
+}
+
+// runOnce runs p in w, whose container is then removed in the background.
+func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	spec := engine.Spec{
-		Name: s.owner.ContainerName("run"), Timeout: timeout, Stdout: stdout, Stderr: stderr,
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Stdin: p.Stdin}
+	if w.outputs != nil {
+		req.Outputs = w.outputs.Path()
 	}
-	spec.Config, spec.Host = ContainerConfig(plan)
-	if p.Stdin != nil {
-		spec.Stdin = strings.NewReader(*p.Stdin)
+	res, lost, err := w.turn(ctx, s.log, req, orDefault(p.Timeout, s.cfg.Limits.Timeout), stdout, stderr)
+	if lost == nil && res.ExitCode == 137 {
+		w.exitInto(&res) // killed: by the OOM killer? Docker knows
 	}
-	var res Result
-	var err error
-	if w := s.takeWarm(p); w != nil {
-		res, err = s.runWarm(ctx, w, p, timeout, stdout, stderr)
-	} else {
-		var exit engine.Exit
-		exit, err = s.eng.Run(ctx, spec)
-		res = Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, OOMKilled: exit.OOMKilled,
-			Duration: exit.Duration, Timeout: timeout}
-	}
+	res.Outputs, res.OutputsNote, w.outputs = w.outputs, w.outputsNote, nil // the caller's now
+	s.pool.dropLater(w, s.log)
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()
 	res.Truncated = tout || terr
-	if err != nil {
-		return res, s.explain(err)
-	}
-	return res, nil
+	return res, err
 }
 
 // acquire takes a run slot, waiting at most QueueWait.
@@ -177,30 +200,24 @@ func (s *Sandbox) acquire(ctx context.Context) error {
 	return nil
 }
 
-// plan builds the container plan for p; the runner gets args (default:
-// run p.File).
-func (s *Sandbox) plan(p Program, args ...string) Plan {
+// plan builds the container plan for p with the runner in mode (once or
+// kernel).
+func (s *Sandbox) plan(p Program, mode string) Plan {
 	python := p.Python
 	if len(python) == 0 {
 		python = []string{images.VenvPython}
 	}
-	if len(args) == 0 {
-		args = []string{"run", WorkspaceMount + "/" + p.File}
-	}
-	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), args...)
+	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), mode)
 	env := map[string]string{
 		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",
 		"PATH":        "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"VIRTUAL_ENV": "/opt/venv",
 	}
-	if p.Outputs != "" {
-		env["PYBOX_OUTPUTS"] = WorkspaceMount + "/" + p.Outputs
-	}
 	return Plan{
 		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: SandboxUser(), Env: env,
 		Workspace: p.Workspace, Labels: s.owner.Labels("run"), Runtime: s.cfg.Runtime,
-		Stdin: p.Stdin != nil, Limits: s.cfg.Limits,
+		Stdin: true, Limits: s.cfg.Limits,
 	}
 }
 

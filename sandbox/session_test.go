@@ -14,8 +14,10 @@ import (
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
-// protocolFD finds the kernel's private protocol output from user code.
-const protocolFD = "import gc, os\nfd = next(o for o in gc.get_objects() if type(o).__name__ == 'Kernel').proto_out\n"
+// controlFD finds, from user code, the one descriptor of the runner's it
+// can reach: its worker's control pipe (the protocol stream itself belongs
+// to PID 1 and is out of reach).
+const controlFD = "import gc, os\nfd = next(o for o in gc.get_objects() if type(o).__name__ == 'Kernel').ctl\n"
 
 // TestSessionOutputOfLingeringThreads: a thread that prints after its
 // program ended (while no call is running) does not break the session; its
@@ -67,14 +69,15 @@ func TestSessionCloseWhileThreadFloods(t *testing.T) {
 	}
 }
 
-// TestSessionProtocolAbuse: a program that writes to the kernel's protocol
-// stream loses its session at once (no wait for the deadline or for an
-// exit that will not come), and the next call gets a clean session.
+// TestSessionProtocolAbuse: a program that writes garbage to its worker's
+// control pipe loses its session at once (no wait for the deadline or for
+// an exit that will not come), with a clear note, and the next call gets a
+// clean session.
 func TestSessionProtocolAbuse(t *testing.T) {
 	sb, _ := newSandbox(t, sandbox.Config{})
 	tests := []struct{ name, code string }{
-		{"endless header", protocolFD + "while True: os.write(fd, b'x' * 65536)"},
-		{"garbage header", protocolFD + "os.write(fd, b'garbage\\n')\nimport time\ntime.sleep(60)"},
+		{"endless header", controlFD + "while True: os.write(fd, b'x' * 65536)"},
+		{"garbage header", controlFD + "os.write(fd, b'garbage\\n')\nimport time\ntime.sleep(60)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,11 +88,11 @@ func TestSessionProtocolAbuse(t *testing.T) {
 			if took := time.Since(start); err != nil || !res.SessionLost || res.TimedOut || took > 10*time.Second {
 				t.Fatalf("abusive call: err %v lost=%v timed_out=%v after %v; want the session lost at once", err, res.SessionLost, res.TimedOut, took)
 			}
-			if !strings.Contains(res.Stderr, "protocol") {
+			if !strings.Contains(res.Stderr, "control pipe") {
 				t.Errorf("stderr %q; want it to say why the session was discarded", res.Stderr)
 			}
 			next := run(t, sb, id, "print(globals().get('state', 'clean'))")
-			if next.Stdout != "clean\n" || !next.NewSession || !strings.Contains(next.SessionNote, "protocol") {
+			if next.Stdout != "clean\n" || !next.NewSession || !strings.Contains(next.SessionNote, "control pipe") {
 				t.Errorf("next call: stdout %q new=%v note %q", next.Stdout, next.NewSession, next.SessionNote)
 			}
 		})

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os"
 	"sync"
 	"time"
 )
@@ -58,7 +59,8 @@ func (s *Sandbox) expire(cutoff time.Time) {
 }
 
 // Close ends every session, cancels the starts under way, stops the idle
-// reaper and removes the warm pool's containers. Later session calls fail;
+// reaper, removes the warm pool's containers and this instance's run
+// output folders. Later session calls fail;
 // the Sandbox must not be used afterwards.
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
@@ -83,6 +85,11 @@ func (s *Sandbox) Close() {
 			}()
 		}
 		wg.Wait()
-		s.pool.close()
+		s.pool.close(s.log)
+		if s.runsDir != "" {
+			if err := os.RemoveAll(s.runsDir); err != nil {
+				s.log.Warn("run output folders not removed", "dir", s.runsDir, "err", err)
+			}
+		}
 	})
 }

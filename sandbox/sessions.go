@@ -165,8 +165,10 @@ func lostReason(res Result, lost, err error) string {
 		return fmt.Sprintf("a program timed out after %s", res.Timeout)
 	case res.OOMKilled:
 		return "a program ran out of memory"
+	case errors.Is(lost, errAborted):
+		return "a program wrote into its runner's control pipe"
 	case errors.Is(lost, errFraming):
-		return "a program wrote into the session's protocol stream"
+		return "the session's runner broke its protocol"
 	case err != nil:
 		return "a call was cancelled"
 	}

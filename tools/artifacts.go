@@ -2,10 +2,10 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -13,16 +13,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
 )
-
-// outputsDir is the workspace folder for files a program produces; each
-// run's figures go into outputs/<run id>/.
-const outputsDir = "outputs"
 
 // Caps on what comes back with a result.
 const (
 	maxArtifacts     = 100     // files listed
-	maxOutputEntries = 20_000  // entries of outputs/ looked at, at most
+	maxOutputEntries = 20_000  // entries of the run's folder looked at, at most
 	maxFigures       = 8       // images attached
 	maxFigureBytes   = 2 << 20 // per image
 	maxFiguresTotal  = 8 << 20 // all images of one result
@@ -30,55 +27,95 @@ const (
 
 var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 
-// Artifact is a file the program wrote under the outputs folder.
+// Artifact is a file the program wrote in its output folder.
 type Artifact struct {
-	Path  string `json:"path" jsonschema:"path in the workspace (code storage)"`
+	Path  string `json:"path" jsonschema:"path in the workspace (code storage, or the session's folder)"`
 	Bytes int64  `json:"bytes"`
 }
 
-// outputs is one run's output folder.
+// outputs is one run's own output folder (outputs/<name> in its
+// workspace, $PYBOX_OUTPUTS in the program): the only place its figures
+// and files are collected from, and one no other run can write.
 type outputs struct {
-	ws    *storage.Dir
-	run   string // outputs/<run id>, relative to ws
-	since time.Time
+	own   *storage.Dir // the folder
+	rel   string       // its path in the workspace
+	shown *storage.Dir // the workspace, where the model finds the files
+	keep  bool         // copy the files from own into shown (own is a private copy)
+	done  func()       // releases own and whatever it belongs to
 }
 
-// newOutputs creates outputs/<run id> in ws for the program's figures.
-func newOutputs(ws *storage.Dir) (*outputs, error) {
-	run := path.Join(outputsDir, time.Now().UTC().Format("20060102-150405")+"-"+newID())
-	sub, err := ws.Sub(run)
+// runOutputs wraps a stateless run's private output folder; its files are
+// copied into code storage at outputs/<name> when collected.
+func (h *handlers) runOutputs(ctx context.Context, o *sandbox.Outputs) *outputs {
+	if o == nil {
+		return nil
+	}
+	own, err := storage.Open(o.Dir)
 	if err != nil {
+		h.cfg.Log.WarnContext(ctx, "run output folder unreadable", "err", err)
+		o.Remove()
+		return nil
+	}
+	release := func() {
+		own.Close()
+		if err := o.Remove(); err != nil {
+			h.cfg.Log.WarnContext(ctx, "run output folder not removed", "err", err)
+		}
+	}
+	return &outputs{own: own, rel: path.Join(sandbox.OutputsFolder, o.Name), shown: h.cfg.Storage, keep: true, done: release}
+}
+
+// newSessionOutputs makes outputs/<name> in a session's workspace (which
+// only that session's container mounts) and takes ownership of ws.
+func newSessionOutputs(ws *storage.Dir) (*outputs, error) {
+	rel := path.Join(sandbox.OutputsFolder, time.Now().UTC().Format("20060102-150405")+"-"+newID())
+	own, err := ws.Sub(rel)
+	if err != nil {
+		ws.Close()
 		return nil, err
 	}
-	sub.Close()
-	return &outputs{ws: ws, run: run, since: time.Now().Add(-time.Second)}, nil
+	return &outputs{own: own, rel: rel, shown: ws, done: func() { own.Close(); ws.RemoveEmpty(rel); ws.Close() }}, nil
 }
 
-// folder is the run's output folder for the sandbox; "" without one.
+// folder is the run's output folder in its workspace; "" without one.
 func (o *outputs) folder() string {
 	if o == nil {
 		return ""
 	}
-	return o.run
+	return o.rel
 }
 
-// collect lists the files written under outputs/ during the run and
-// returns the run's figures as image content. A nil o (no usable outputs
-// folder) collects nothing and says why.
+func (o *outputs) close() {
+	if o != nil {
+		o.done()
+	}
+}
+
+// collect lists the files in the run's folder, copies them into the
+// workspace when the folder is a private copy, and returns its figures
+// as image content. A nil o collects nothing.
 func (o *outputs) collect() ([]Artifact, []mcp.Content, string) {
 	if o == nil {
-		return nil, nil, "(figures and output files were not collected: outputs/ in the workspace is not a folder)\n"
+		return nil, nil, ""
 	}
-	defer o.ws.RemoveEmpty(o.run)
-	arts, more := o.written()
+	files, more := o.files()
+	var arts []Artifact
 	var imgs []mcp.Content
-	var skipped []string
+	var skipped, lost []string
 	total := 0
-	for _, a := range arts {
-		if !strings.HasPrefix(a.Path, o.run+"/figure-") || !strings.HasSuffix(a.Path, ".png") {
+	for _, f := range files {
+		a := Artifact{Path: path.Join(o.rel, f.Path), Bytes: f.Bytes}
+		if o.keep {
+			if err := o.shown.CopyFrom(a.Path, o.own, f.Path); err != nil {
+				lost = append(lost, a.Path)
+				continue
+			}
+		}
+		arts = append(arts, a)
+		if !isFigure(f.Path) {
 			continue
 		}
-		data, cut, err := o.ws.Read(a.Path, maxFigureBytes)
+		data, cut, err := o.own.Read(f.Path, maxFigureBytes)
 		switch {
 		case err != nil || cut || !bytes.HasPrefix(data, pngMagic):
 			skipped = append(skipped, a.Path)
@@ -89,52 +126,53 @@ func (o *outputs) collect() ([]Artifact, []mcp.Content, string) {
 			total += len(data)
 		}
 	}
-	return arts, imgs, artifactNote(more, skipped)
+	return arts, imgs, artifactNote(more, skipped, lost)
 }
 
-// runFolder matches the name of a run's own folder under outputs/.
-var runFolder = regexp.MustCompile(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
+func isFigure(p string) bool {
+	return !strings.Contains(p, "/") && strings.HasPrefix(p, "figure-") && strings.HasSuffix(p, ".png")
+}
 
-// written walks outputs/ for regular files modified since the run began.
-// Other runs' folders (concurrent or earlier ones) are skipped unread.
-func (o *outputs) written() ([]Artifact, bool) {
-	var arts []Artifact
+// files walks the folder for regular files (paths relative to it), at
+// most maxArtifacts of them after looking at maxOutputEntries entries.
+func (o *outputs) files() ([]Artifact, bool) {
+	var found []Artifact
 	more := false
 	visited := 0
-	walkErr := fs.WalkDir(o.ws.FS(), outputsDir, func(p string, d fs.DirEntry, err error) error {
+	walkErr := fs.WalkDir(o.own.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if visited++; visited > maxOutputEntries { // a program made a huge tree: list what we saw
 			more = true
 			return fs.SkipAll
 		}
-		if err == nil && d.IsDir() && path.Dir(p) == outputsDir && p != o.run && runFolder.MatchString(d.Name()) {
-			return fs.SkipDir
-		}
-		if err != nil || !d.Type().IsRegular() || strings.Contains(p, "/.pybox-tmp-") {
+		if err != nil || !d.Type().IsRegular() || strings.HasPrefix(path.Base(p), ".pybox-tmp-") {
 			return nil // unreadable entries, directories, symlinks and our temp files are skipped
 		}
 		fi, err := d.Info()
-		if err != nil || fi.ModTime().Before(o.since) {
+		if err != nil {
 			return nil
 		}
-		if len(arts) >= maxArtifacts {
+		if len(found) >= maxArtifacts {
 			more = true
 			return fs.SkipAll
 		}
-		arts = append(arts, Artifact{Path: p, Bytes: fi.Size()})
+		found = append(found, Artifact{Path: p, Bytes: fi.Size()})
 		return nil
 	})
-	_ = walkErr // a missing outputs folder simply means no artifacts
-	sort.Slice(arts, func(i, j int) bool { return arts[i].Path < arts[j].Path })
-	return arts, more
+	_ = walkErr // an unreadable folder simply means no artifacts
+	sort.Slice(found, func(i, j int) bool { return found[i].Path < found[j].Path })
+	return found, more
 }
 
-func artifactNote(more bool, skipped []string) string {
+func artifactNote(more bool, skipped, lost []string) string {
 	var b strings.Builder
 	if more {
-		b.WriteString("(outputs/ holds more than pybox lists; only the first files found are shown)\n")
+		b.WriteString("(the output folder holds more than pybox lists; only the first files found are shown)\n")
 	}
 	if len(skipped) > 0 {
 		fmt.Fprintf(&b, "(figures not attached because of the size or count caps, but saved: %s)\n", strings.Join(skipped, ", "))
+	}
+	if len(lost) > 0 {
+		fmt.Fprintf(&b, "(output files that could not be saved in the workspace: %s)\n", strings.Join(lost, ", "))
 	}
 	return b.String()
 }

@@ -1,54 +1,90 @@
 package tools
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pybox-dev/pybox/sandbox"
 )
 
-// TestOutputsOfConcurrentRuns: two runs sharing a workspace each list
-// their own figures and the files written directly under outputs/, never
-// the other run's outputs/<run>/ folder.
-func TestOutputsOfConcurrentRuns(t *testing.T) {
+// privateOutputs makes a run's private output folder, as the sandbox
+// does, holding files (relative path -> content).
+func privateOutputs(t *testing.T, name string, files map[string][]byte) *sandbox.Outputs {
+	t.Helper()
+	o := &sandbox.Outputs{Name: name, Dir: filepath.Join(t.TempDir(), name)}
+	for rel, data := range files {
+		p := filepath.Join(o.Dir, rel)
+		mustDo(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		mustDo(t, os.WriteFile(p, data, 0o644))
+	}
+	return o
+}
+
+// TestOutputsAreTheRunsOwn: a run's result lists only the files of its own
+// private folder (figures attached), copies them into code storage under
+// outputs/<name>/, and lists nothing else of outputs/, whoever wrote it.
+func TestOutputsAreTheRunsOwn(t *testing.T) {
 	h := fileHandlers(t, 1<<10, 1<<20)
-	a, err := newOutputs(h.cfg.Storage)
-	mustDo(t, err)
-	b, err := newOutputs(h.cfg.Storage)
-	mustDo(t, err)
 	fig := pngBytes(t, 4, 4, false)
-	putFile(t, h, a.run+"/figure-1.png", fig)
-	putFile(t, h, b.run+"/figure-1.png", fig)
-	putFile(t, h, b.run+"/figure-2.png", fig)
-	putFile(t, h, "outputs/table.csv", []byte("a,b\n"))
-	arts, figures, _ := a.collect()
+	putFile(t, h, "outputs/table.csv", []byte("shared, not this run's\n"))
+	putFile(t, h, "outputs/r1/figure-2.png", fig) // planted where r1's files will be copied
+	o := privateOutputs(t, "r1", map[string][]byte{"figure-1.png": fig, "data/x.csv": []byte("a,b\n")})
+	outs := h.runOutputs(context.Background(), o)
+	arts, figures, note := outs.collect()
+	outs.close()
 	var got []string
-	for _, art := range arts {
-		got = append(got, art.Path)
+	for _, a := range arts {
+		got = append(got, a.Path)
 	}
-	want := []string{a.run + "/figure-1.png", "outputs/table.csv"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("artifacts of run a (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"outputs/r1/data/x.csv", "outputs/r1/figure-1.png"}, got); diff != "" {
+		t.Errorf("artifacts (-want +got):\n%s", diff)
 	}
-	if len(figures) != 1 {
-		t.Errorf("run a got %d figures; want its own 1", len(figures))
+	if len(figures) != 1 || note != "" {
+		t.Errorf("%d figures, note %q; want its own one figure", len(figures), note)
+	}
+	if b, err := os.ReadFile(filepath.Join(h.cfg.Storage.Path(), "outputs/r1/data/x.csv")); err != nil || string(b) != "a,b\n" {
+		t.Errorf("the run's file was not kept in code storage: %q %v", b, err)
+	}
+	if _, err := os.Stat(o.Dir); !os.IsNotExist(err) {
+		t.Errorf("the private folder is still there: %v", err)
 	}
 }
 
-// TestOutputsHugeTree: a program that fills outputs/ with old files cannot
+// TestOutputsSymlinksStayInside: a symlink the run left in its folder is
+// neither listed, nor followed when the files are kept.
+func TestOutputsSymlinksStayInside(t *testing.T) {
+	h := fileHandlers(t, 1<<10, 1<<20)
+	o := privateOutputs(t, "r2", map[string][]byte{"ok.txt": []byte("ok")})
+	mustDo(t, os.Symlink("/etc/passwd", filepath.Join(o.Dir, "passwd")))
+	outs := h.runOutputs(context.Background(), o)
+	arts, _, _ := outs.collect()
+	outs.close()
+	if len(arts) != 1 || arts[0].Path != "outputs/r2/ok.txt" {
+		t.Errorf("artifacts %+v; want only ok.txt", arts)
+	}
+	if _, err := os.Lstat(filepath.Join(h.cfg.Storage.Path(), "outputs/r2/passwd")); !os.IsNotExist(err) {
+		t.Errorf("the symlink was kept: %v", err)
+	}
+}
+
+// TestOutputsHugeTree: a program that fills its folder with files cannot
 // make collection walk forever; the result says the list is partial.
 func TestOutputsHugeTree(t *testing.T) {
 	h := fileHandlers(t, 1<<10, 1<<20)
+	files := map[string][]byte{}
 	for i := range maxOutputEntries + 10 {
-		putFile(t, h, fmt.Sprintf("outputs/old/%d.txt", i), nil)
+		files[fmt.Sprintf("many/%d.txt", i)] = nil
 	}
-	o, err := newOutputs(h.cfg.Storage)
-	mustDo(t, err)
-	o.since = time.Now().Add(time.Hour) // every file above predates the run
-	arts, _, note := o.collect()
-	if len(arts) != 0 || !strings.Contains(note, "more than pybox lists") {
-		t.Errorf("artifacts %d, note %q; want none and a note that the walk stopped", len(arts), note)
+	outs := h.runOutputs(context.Background(), privateOutputs(t, "r3", files))
+	arts, _, note := outs.collect()
+	outs.close()
+	if len(arts) > maxArtifacts || !strings.Contains(note, "more than pybox lists") {
+		t.Errorf("artifacts %d, note %q; want at most %d and a note that the list is partial", len(arts), note, maxArtifacts)
 	}
 }

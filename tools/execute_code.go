@@ -3,11 +3,11 @@ package tools
 import (
 	"context"
 	"fmt"
-	"path"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
 )
 
 var executeCodeTool = &mcp.Tool{
@@ -15,7 +15,8 @@ var executeCodeTool = &mcp.Tool{
 	Description: "Run Python 3 code in a fresh, isolated container and return stdout, stderr and the exit status. " +
 		"The code is saved in the code-storage directory (the container's working directory, /workspace) as " +
 		"<filename>_<random>.py and run there. No network; non-root; memory, CPU, process and time limits. " +
-		"With session_id the program runs in a long-lived session whose variables persist across calls (each session has its own folder). " +
+		"Figures and files the program saves in its own output folder (path in $PYBOX_OUTPUTS, outputs/<run>/) come back with the result. " +
+		"With session_id the program runs in a long-lived session whose variables persist across calls (each session has its own private folder as /workspace). " +
 		"A failing program is a normal result with its exit code; a timeout kills the container and is reported as an error.",
 	Annotations: &mcp.ToolAnnotations{Title: "Run Python code", OpenWorldHint: new(bool)},
 }
@@ -36,29 +37,38 @@ func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in
 	if err := h.checkRunArgs(in.TimeoutS, in.Input, in.SessionID); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	rel, err := h.saveCode(in.Code, in.Filename, in.SessionID)
+	f, err := h.saveCode(in.Code, in.Filename, in.SessionID)
 	if err != nil {
 		return nil, ExecutionOutput{}, h.internal(ctx, "save code", err)
 	}
-	return h.run(ctx, runRequest{req: req, file: rel, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS})
+	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS})
 }
 
 // saveCode stores code as <filename>_<random>.py, in the session's own
-// folder for a session run, and returns its path relative to the root.
-func (h *handlers) saveCode(code, filename, session string) (string, error) {
+// folder for a session run, and returns where: for a stateless run, the
+// path relative to code storage (run and shown) and the host path; for a
+// session, the host path and the name its tracebacks show.
+func (h *handlers) saveCode(code, filename, session string) (saved, error) {
 	name := storage.NewCodeName(filename)
 	if session == "" {
-		return name, h.cfg.Storage.Create(name, []byte(code))
+		return saved{file: name, host: h.cfg.Storage.Abs(name)}, h.cfg.Storage.Create(name, []byte(code))
 	}
 	ws, err := h.sessionDir(session)
 	if err != nil {
-		return "", err
+		return saved{}, err
 	}
 	defer ws.Close()
 	if err := ws.Create(name, []byte(code)); err != nil {
-		return "", err
+		return saved{}, err
 	}
-	return path.Join(sessionsDir, session, name), nil
+	return saved{host: ws.Abs(name), shown: sandbox.WorkspaceMount + "/" + name}, nil
+}
+
+// saved is where a program's file is.
+type saved struct {
+	file  string // relative to code storage (stateless runs)
+	host  string // host path, reported as file_path
+	shown string // sessions: the name tracebacks show
 }
 
 // checkCode enforces the size cap and the policy's guardrails on code.

@@ -36,7 +36,9 @@ func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest
 	if err := h.regular(ctx, in.FilePath, rel); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	r := runRequest{req: req, file: rel, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
+	// In a session the file is not mounted: tracebacks show its path in code storage.
+	r := runRequest{req: req, saved: saved{file: rel, host: h.cfg.Storage.Abs(rel), shown: rel},
+		session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
 	// A session's container sees only its own folder, so it gets the code
 	// itself; the policy's guardrails need to see it too.
 	if in.SessionID != "" || h.cfg.Guard != nil {

@@ -48,11 +48,11 @@ func (h *handlers) executePythonStateful(ctx context.Context, req *mcp.CallToolR
 		return nil, ExecutionOutput{}, err
 	}
 	session := defaultSession(req)
-	rel, err := h.saveCode(in.Code, "", session)
+	f, err := h.saveCode(in.Code, "", session)
 	if err != nil {
 		return nil, ExecutionOutput{}, h.internal(ctx, "save code", err)
 	}
-	return h.run(ctx, runRequest{req: req, file: rel, code: in.Code, session: session, follow: true})
+	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: session, follow: true})
 }
 
 var executePythonTool = &mcp.Tool{

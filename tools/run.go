@@ -12,7 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
@@ -32,16 +31,16 @@ type ExecutionOutput struct {
 	// (timeout, out of memory, the process exited): its variables are gone
 	// and the next call with the same session_id starts a new session.
 	SessionLost bool `json:"session_lost,omitempty" jsonschema:"the session's state was lost; the next call starts a new session"`
-	// Artifacts are files written under the workspace's outputs folder
-	// during the run, including saved figures.
-	Artifacts []Artifact `json:"artifacts,omitempty" jsonschema:"files the program wrote under outputs/ (figures included)"`
+	// Artifacts are the files in the run's own output folder
+	// ($PYBOX_OUTPUTS, outputs/<run>/), saved figures included.
+	Artifacts []Artifact `json:"artifacts,omitempty" jsonschema:"files the program saved in its own output folder, outputs/<run>/ ($PYBOX_OUTPUTS), figures included"`
 	Figures   int        `json:"figures,omitempty" jsonschema:"matplotlib figures returned as PNG images"`
 }
 
-// runRequest is one program to run from code storage.
+// runRequest is one program to run.
 type runRequest struct {
 	req      *mcp.CallToolRequest // for progress notifications; may be nil
-	file     string               // relative to the storage root
+	saved    saved                // where the program's file is
 	code     string               // the program text (sessions send it to the kernel)
 	session  string               // "" = a fresh, ephemeral container
 	follow   bool                 // the session restarts when the environment changed
@@ -58,44 +57,29 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	if err := h.cfg.Ready(ctx); err != nil {
 		return nil, ExecutionOutput{}, h.readyError(ctx, err)
 	}
-	ws, err := h.workspace(r.session)
-	if err != nil {
-		return nil, ExecutionOutput{}, h.internal(ctx, "prepare the workspace", err)
-	}
-	if ws != h.cfg.Storage {
-		defer ws.Close()
-	}
-	outs, err := newOutputs(ws)
-	if err != nil {
-		// Sandboxed code can replace outputs/ with a file or a symlink: run without it.
-		h.cfg.Log.WarnContext(ctx, "outputs folder unavailable", "err", err)
-	}
-	res, err := h.execute(ctx, r, ws, outs.folder(), timeout)
+	res, outs, err := h.execute(ctx, r, timeout)
 	arts, figures, note := outs.collect()
+	outs.close()
+	if res.OutputsNote != "" {
+		note += "(" + res.OutputsNote + ")\n"
+	}
 	if err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
 	}
 	out := ExecutionOutput{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(),
-		FilePath: h.cfg.Storage.Abs(r.file), SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
+		FilePath: r.saved.host, SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
 		Artifacts: arts, Figures: len(figures),
 	}
-	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(ws, arts) + note}}, figures...)
+	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(outs, arts) + note}}, figures...)
 	// A timeout is a tool error; the partial output stays visible.
 	return &mcp.CallToolResult{Content: content, IsError: res.TimedOut}, out, nil
 }
 
-// workspace is the folder a run mounts: code storage, or the session's own.
-func (h *handlers) workspace(session string) (*storage.Dir, error) {
-	if session == "" {
-		return h.cfg.Storage, nil
-	}
-	return h.sessionDir(session)
-}
-
-// execute runs r in a fresh container, or in its session, with ws mounted.
-func (h *handlers) execute(ctx context.Context, r runRequest, ws *storage.Dir, outputs string, timeout time.Duration) (sandbox.Result, error) {
+// execute runs r in a fresh container, or in its session, and returns the
+// result with the run's own output folder (nil when there is none).
+func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Duration) (sandbox.Result, *outputs, error) {
 	var stdin *string
 	if r.input != "" {
 		stdin = &r.input
@@ -104,23 +88,33 @@ func (h *handlers) execute(ctx context.Context, r runRequest, ws *storage.Dir, o
 	prog := startProgress(ctx, r.req)
 	defer prog.stop()
 	if r.session == "" {
-		return h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(), Workspace: ws.Path(),
-			File: r.file, Stdin: stdin, Timeout: timeout, Outputs: outputs, OnOutput: prog.hook()})
+		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(), Workspace: h.cfg.Storage.Path(),
+			File: r.saved.file, Stdin: stdin, Timeout: timeout, OnOutput: prog.hook()})
+		return res, h.runOutputs(ctx, res.Outputs), err
 	}
-	return h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.Python(),
-		Workspace: ws.Path(), Code: r.code, Filename: sessionFilename(r.session, r.file), Stdin: stdin, Timeout: timeout,
-		Outputs: outputs, OnOutput: prog.hook(), FollowImage: r.follow})
+	ws, err := h.sessionDir(r.session)
+	if err != nil {
+		return sandbox.Result{}, nil, h.internal(ctx, "prepare the session's folder", err)
+	}
+	outs, err := newSessionOutputs(ws) // it owns ws now
+	if err != nil { // the session's own programs can replace outputs/: run without it
+		h.cfg.Log.WarnContext(ctx, "session outputs folder unavailable", "err", err)
+	}
+	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.Python(),
+		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Timeout: timeout,
+		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow})
+	return res, outs, err
 }
 
-// artifactText lists the output files for the model.
-func artifactText(ws *storage.Dir, arts []Artifact) string {
+// artifactText lists the output files for the model, by host path.
+func artifactText(o *outputs, arts []Artifact) string {
 	if len(arts) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	b.WriteString("--- output files ---\n")
 	for _, a := range arts {
-		fmt.Fprintf(&b, "%s (%d bytes)\n", ws.Abs(a.Path), a.Bytes)
+		fmt.Fprintf(&b, "%s (%d bytes)\n", o.shown.Abs(a.Path), a.Bytes)
 	}
 	return b.String()
 }

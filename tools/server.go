@@ -18,6 +18,10 @@ import (
 type Config struct {
 	Sandbox *sandbox.Sandbox // required
 	Storage *storage.Dir     // required: the code-storage directory
+	// Sessions holds each session's workspace (<id>/); it must be outside
+	// Storage, where no container but the session's own can reach it.
+	// nil: session calls fail with a clear error.
+	Sessions *storage.Dir
 	Envs    Environments     // required: the active environment and installs
 	Index   images.Index     // package index settings, for reporting
 	// Ready, when set, blocks until the runtime is usable (the image built

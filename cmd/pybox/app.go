@@ -55,7 +55,8 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		return nil, err
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, Limits: limits,
-		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL, WarmPool: warmPool(c.WarmPool), Log: log})
+		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
+		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -108,7 +109,14 @@ func (a *app) Close() error {
 	return a.engine.Close()
 }
 
-// openStorage opens a code-storage directory the sandbox user can write to.
+// openSessions opens the folder of session workspaces, in the state dir:
+// outside code storage, so no stateless run can reach a session's files or
+// swap its folder for a symlink before it is mounted.
+func (a *app) openSessions() (*storage.Dir, error) {
+	return openStorage(filepath.Join(a.cfg.StateDir, "sessions"))
+}
+
+// openStorage opens a directory the sandbox user can write to.
 func openStorage(path string) (*storage.Dir, error) {
 	dir, err := storage.Open(path)
 	if err != nil {

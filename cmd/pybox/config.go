@@ -267,7 +267,44 @@ func (c *config) validate() error {
 	if _, err := c.index(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := apart(c.StateDir, c.StorageDir); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// apart refuses a state dir and a code storage that contain one another:
+// sandboxed programs write in code storage, and the state dir holds what
+// no program may touch (session workspaces, run output folders, leases).
+func apart(state, code string) error {
+	s, c := realish(state), realish(code)
+	if within(s, c) || within(c, s) {
+		return fmt.Errorf("the state dir %s and the code storage %s must not contain one another: "+
+			"programs can write in code storage, and the state dir holds what they must not reach", state, code)
+	}
+	return nil
+}
+
+// within reports whether p is dir or inside it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && filepath.IsLocal(rel) || rel == "."
+}
+
+// realish is path made absolute with symlinks resolved as far as it exists.
+func realish(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	for p, rest := abs, ""; ; p, rest = filepath.Dir(p), filepath.Join(filepath.Base(p), rest) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if p == filepath.Dir(p) {
+			return abs
+		}
+	}
 }
 
 // initialEnv is the environment the configuration asks for at start.

@@ -50,6 +50,7 @@ type server struct {
 	cs      *mcp.ClientSession
 	cmd     *exec.Cmd
 	storage string
+	state   string // PYBOX_STATE_DIR, unless the caller passed its own
 	eng     *engine.Client
 	stderr  *syncBuffer
 }
@@ -67,10 +68,10 @@ func startServerWith(t *testing.T, opts *mcp.ClientOptions, env ...string) *serv
 	t.Helper()
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	s := &server{t: t, storage: t.TempDir(), eng: eng, stderr: &syncBuffer{}}
+	s := &server{t: t, storage: t.TempDir(), state: t.TempDir(), eng: eng, stderr: &syncBuffer{}}
 	s.cmd = exec.Command(pyboxBin, "serve")
 	// Later entries win, so a caller can pass its own storage or state dir.
-	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + t.TempDir(), "PYBOX_BUILD=never"}
+	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + s.state, "PYBOX_BUILD=never"}
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
 	s.cmd.Stderr = s.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, opts)

@@ -41,14 +41,17 @@ func pngs(t *testing.T, res *mcp.CallToolResult) int {
 }
 
 // TestFiguresComeBackAsImages: open and shown figures return as PNG image
-// content, are saved under outputs/, and files written there are listed.
+// content, are saved in the run's output folder ($PYBOX_OUTPUTS, kept in
+// code storage as outputs/<run>/), and files written there are listed;
+// files written elsewhere under outputs/ are shared, and not listed.
 func TestFiguresComeBackAsImages(t *testing.T) {
 	s := dataServer(t)
 	code := "import matplotlib.pyplot as plt, numpy as np, pandas as pd\n" +
 		"plt.plot(np.arange(10) ** 2)\nplt.show()\n" + // shown
 		"plt.figure(); plt.bar(['a', 'b'], [1, 2])\n" + // left open
-		"import os\nos.makedirs('outputs', exist_ok=True)\n" +
-		"pd.DataFrame({'x': [1, 2]}).to_csv('outputs/table.csv', index=False)\nprint('done')\n"
+		"import os\nout = os.environ['PYBOX_OUTPUTS']\n" +
+		"pd.DataFrame({'x': [1, 2]}).to_csv(os.path.join(out, 'table.csv'), index=False)\n" +
+		"open('outputs/shared.txt', 'w').write('shared')\nprint('done')\n"
 	res := s.call("execute_code", map[string]any{"code": code})
 	out := decode[tools.ExecutionOutput](t, res)
 	if res.IsError || out.ExitCode != 0 || out.Stdout != "done\n" {
@@ -60,7 +63,10 @@ func TestFiguresComeBackAsImages(t *testing.T) {
 	var csv, figs int
 	for _, a := range out.Artifacts {
 		switch {
-		case a.Path == "outputs/table.csv" && a.Bytes == int64(len("x\n1\n2\n")):
+		case strings.HasPrefix(a.Path, "outputs/") && strings.HasSuffix(a.Path, "/table.csv") && a.Bytes == int64(len("x\n1\n2\n")):
+			if b, err := os.ReadFile(filepath.Join(s.storage, a.Path)); err != nil || string(b) != "x\n1\n2\n" {
+				t.Errorf("%s not kept in code storage: %q %v", a.Path, b, err)
+			}
 			csv++
 		case strings.HasSuffix(a.Path, ".png"):
 			if _, err := os.Stat(filepath.Join(s.storage, a.Path)); err != nil {
@@ -69,8 +75,8 @@ func TestFiguresComeBackAsImages(t *testing.T) {
 			figs++
 		}
 	}
-	if csv != 1 || figs != 2 {
-		t.Errorf("artifacts %+v; want outputs/table.csv and two saved figures", out.Artifacts)
+	if csv != 1 || figs != 2 || len(out.Artifacts) != 3 {
+		t.Errorf("artifacts %+v; want outputs/<run>/table.csv and two saved figures, nothing else", out.Artifacts)
 	}
 	if !strings.Contains(text(res), "table.csv") {
 		t.Errorf("the text does not list the output files: %s", text(res))

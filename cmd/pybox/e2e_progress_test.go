@@ -73,7 +73,7 @@ func TestCancelKillsContainer(t *testing.T) {
 			hostFile := filepath.Join(s.storage, "host.txt")
 			if session != "" {
 				args["session_id"] = session
-				hostFile = filepath.Join(s.storage, "sessions", session, "host.txt")
+				hostFile = filepath.Join(s.state, "sessions", session, "host.txt")
 			}
 			os.Remove(hostFile)
 			ctx, cancel := context.WithCancel(t.Context())

@@ -32,6 +32,11 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	defer store.Close()
+	sessions, err := a.openSessions()
+	if err != nil {
+		return err
+	}
+	defer sessions.Close()
 	if n, err := a.sandbox.ReapOrphans(ctx); err != nil {
 		a.log.Warn("could not look for leftover containers", "err", err)
 	} else if n > 0 {
@@ -52,7 +57,7 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Envs: a.envs, Index: a.index, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
+		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.envs, Index: a.index, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
 		MaxTimeout: c.MaxTimeout, Toolset: c.Toolset, Guard: c.policy.Check, Version: version, Log: a.log,
 	})
 	if err != nil {

@@ -1,317 +1,274 @@
-"""pybox in-image runner, passed to the interpreter with -c.
+"""pybox in-image runner, passed to the interpreter as `python -I -S -c`.
 
 Usage:
-    runner run FILE [ARGS...]   run FILE as __main__, like `python FILE`.
-    runner kernel NONCE         serve a stateful session over stdin/stdout.
-    runner wait                 (warm pool) wait for one request on stdin,
-                                then behave exactly like run mode.
+    runner once     run one program, then exit with its status (runs, warm pool)
+    runner kernel   run programs until stdin closes; globals persist (sessions)
 
-In run mode it behaves like the plain interpreter (same exit status, same
-traceback text, stdin untouched) and adds one thing: matplotlib figures left
-open when the program ends are saved as PNG files into $PYBOX_OUTPUTS.
+Two processes. The supervisor is the container's PID 1: it makes itself
+non-dumpable (so no process of the container can ptrace it or open its
+/proc/1/fd, /proc/1/mem), ignores every signal it can (and as PID 1 cannot
+be killed from inside), and alone holds the container's stdin and stdout:
+the private channel to pybox. The worker is forked from it before any
+request and runs the user's programs with fds 0-2 of its own (a pipe or
+/dev/null, and two pipes back to the supervisor) and no other descriptor
+of the supervisor's. Nothing the worker does can write a frame: the
+supervisor frames the worker's output itself and the verdict of `once` is
+the worker's exit status from waitpid. The interpreter starts isolated and
+without site (-I -S): no module is ever resolved from the working directory
+or from site-packages until a program's request has arrived.
 
-In kernel mode the globals of every program persist between requests. The
-protocol uses private copies of fds 0 and 1; the program's fd 0 is
-/dev/null and its fds 1 and 2 are pipes whose bytes are relayed as frames.
-Before each request fds 1 and 2, sys.stdout and sys.stderr are put back, so
-a program that closed or redirected them does not silence the next ones.
+    request  (pybox -> supervisor, stdin):  b"%d\\n" % len(body) + body, JSON
+        once:   {"nonce", "file", "stdin" (null = /dev/null), "outputs"}
+        kernel: {"nonce", "code", "filename", "stdin", "outputs"}
+    frame    (supervisor -> pybox, stdout): b"PYBOX <nonce> <kind> <len>\\n" + payload
+        ready (nonce "-", before any request), out, err, done ({"code": status}),
+        abort (why the worker was ended: it broke its control pipe)
 
-    request  (host -> kernel):  b"%d\\n" % len(body) + body, body = JSON
-             {"nonce", "code", "filename", "stdin", "outputs"}
-    response (kernel -> host):  b"PYBOX <nonce> <kind> <len>\\n" + payload
-             kinds: ready (nonce is the one given at start), out, err,
-             done (payload JSON {"code": exit status})
-             out and err carry the nonce of the request being served when
-             they were sent: what threads print after their program's done
-             frame arrives with the next request, under the old nonce.
-
-A frame that does not parse tells the host the session is corrupt; it then
-discards the container. The backend is always headless (MPLBACKEND=Agg).
-
-In wait mode the interpreter starts before there is a program (a warm
-pool's container); the one request, framed like a kernel request with body
-{"file", "stdin" (null = none), "outputs"}, says what to run, and the
-program's stdin becomes that text (or /dev/null).
+The nonce (a per-request secret) never reaches the worker. In kernel mode
+the worker reports the end of each program on a control pipe ("done N"),
+which the program, running in the worker, can reach too: it can end its
+own turn early (as it could by returning while a thread runs on), but
+anything else it writes there discards the session. In once mode there is
+no such pipe: the verdict is the worker's exit status. Output that threads
+print after a done frame is framed under the nonce in force when the
+supervisor reads it. If the worker dies the supervisor exits with its status.
 """
-import io
 import json
 import os
-import runpy
+import select
+import signal
 import sys
-import threading
-import traceback
-import types
 
-os.environ["MPLBACKEND"] = "Agg"
+MAX_DRAIN = 1 << 20  # bytes read from the worker's pipes after it says done
 
 
-def save_figures(outdir, max_figures):
-    """Save every open matplotlib figure as outdir/figure-N.png, then close them."""
-    plt = sys.modules.get("matplotlib.pyplot")
-    if plt is None or not outdir:
-        return
+def refuse(why):
+    os.write(2, ("pybox runner: %s\n" % why).encode())
+    os._exit(70)
+
+
+def harden():
+    """Make this process unreachable from the rest of the container."""
+    if os.getpid() != 1:
+        refuse("not PID 1 of its container (was the interpreter started through a launcher "
+               "that stays alive, such as `conda run`?)")
     try:
-        nums = plt.get_fignums()
-        if not nums:
-            return
-        os.makedirs(outdir, exist_ok=True)
-        for n, num in enumerate(nums[:max_figures], start=1):
-            fig = plt.figure(num)
-            fig.savefig(os.path.join(outdir, "figure-%d.png" % n), format="png", dpi=100)
-        plt.close("all")
-    except Exception as e:  # figures are a bonus; never mask the program's own result
-        quietly(lambda: print("pybox: could not save figures: %s" % e, file=sys.stderr))
-
-
-def figures_from_env(outdir=None):
-    save_figures(outdir if outdir is not None else os.environ.get("PYBOX_OUTPUTS", ""),
-                 int(os.environ.get("PYBOX_MAX_FIGURES", "8")))
-
-
-def quietly(call):
-    """Call call(), ignoring the failure of a stream the program closed or
-    replaced (stdout or stderr), as the interpreter does."""
-    try:
-        call()
-    except Exception:
-        pass
-
-
-def user_traceback(e, filename):
-    """Print e's traceback starting at the first frame of the user's code.
-    A file that did not compile gets no traceback at all, as under python."""
-    tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-        tb = tb.tb_next
-    if tb is None and not isinstance(e, SyntaxError):
-        tb = e.__traceback__
-    quietly(lambda: traceback.print_exception(type(e), e, tb))
-
-
-def exit_status(e):
-    """The process exit status SystemExit(e.code) stands for, printing a message if any."""
-    code = e.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        # CPython takes the code as a C long long (-1 when it does not fit)
-        # and the OS keeps the low byte.
-        return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 255
-    quietly(lambda: print(code, file=sys.stderr))
-    return 1
-
-
-def guarded(run, filename, outdir=None):
-    """Call run() and return the exit status the interpreter would give:
-    SystemExit's code, or 1 after printing the user's traceback. Open
-    figures are saved either way."""
-    try:
-        run()
-        return 0
-    except SystemExit as e:
-        return exit_status(e)
-    except KeyboardInterrupt as e:
-        user_traceback(e, filename)
-        return 130  # python ends itself with SIGINT: 128 + 2
-    except BaseException as e:
-        user_traceback(e, filename)
-        return 1
-    finally:
-        figures_from_env(outdir)
-
-
-def run_file(path, args):
-    if not os.path.isfile(path):
-        print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
-        return 2
-    sys.argv = [path] + args
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    return guarded(lambda: runpy.run_path(path, run_name="__main__"), path)
-
-
-class Kernel:
-    """A stateful session: one program at a time, globals kept between them."""
-
-    def __init__(self, nonce):
-        self.proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
-        self.proto_out = os.dup(1)
-        self.lock = threading.Lock()
-        self.nonce = nonce
-        self.sync = b"\x00PYBOX-SYNC-" + os.urandom(8).hex().encode() + b"\x00"
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        self.pipes = {}  # fd -> the kernel's own copy of its pipe's write end
-        self.relays = [self.relay(1, "out"), self.relay(2, "err")]
-        self.streams = {1: sys.stdout, 2: sys.stderr}
-        self.stream_args = {fd: dict(encoding=f.encoding, errors=f.errors, line_buffering=f.line_buffering)
-                            for fd, f in self.streams.items()}
-        main = types.ModuleType("__main__")
-        sys.modules["__main__"] = main
-        self.globals = main.__dict__
-        self.globals["__builtins__"] = __builtins__
-
-    def relay(self, fd, kind):
-        """Point fd at a pipe and relay what is written to it as frames. The
-        kernel keeps the pipe's write end, so it can point fd there again and
-        send its sync marker whatever the program did to fd."""
-        r, w = os.pipe()
-        os.dup2(w, fd)
-        self.pipes[fd] = w
-        synced = threading.Event()
-        threading.Thread(target=self.pump, args=(r, kind, synced), daemon=True).start()
-        return synced
-
-    def pump(self, r, kind, synced):
-        pending = b""
-        while True:
-            chunk = os.read(r, 65536)
-            if not chunk:
-                return
-            pending += chunk
-            i = pending.find(self.sync)
-            while i >= 0:
-                self.send(kind, pending[:i])
-                pending = pending[i + len(self.sync):]
-                synced.set()
-                i = pending.find(self.sync)
-            hold = self.partial_sync(pending)
-            self.send(kind, pending[:len(pending) - hold])
-            pending = pending[len(pending) - hold:]
-
-    def partial_sync(self, data):
-        """Length of the longest tail of data that could start a sync marker."""
-        for n in range(min(len(data), len(self.sync) - 1), 0, -1):
-            if self.sync.startswith(data[-n:]):
-                return n
-        return 0
-
-    def send(self, kind, payload, nonce=None):
-        if not payload and kind in ("out", "err"):
-            return
-        head = b"PYBOX %s %s %d\n" % ((nonce or self.nonce).encode(), kind.encode(), len(payload))
-        with self.lock:
-            data = head + payload
-            while data:
-                data = data[os.write(self.proto_out, data):]
-
-    def read_request(self):
-        return read_frame(self.proto_in)
-
-    def reset_streams(self):
-        """Undo what the last program did to fds 1 and 2 and to sys.stdout
-        and sys.stderr (closed, replaced, redirected)."""
-        for fd, w in self.pipes.items():
-            os.dup2(w, fd)
-            if self.streams[fd].closed:
-                raw = io.FileIO(fd, "w", closefd=False)
-                self.streams[fd] = io.TextIOWrapper(raw, write_through=True, **self.stream_args[fd])
-        sys.stdout = sys.__stdout__ = self.streams[1]
-        sys.stderr = sys.__stderr__ = self.streams[2]
-
-    def flush_output(self):
-        """Make sure everything the program wrote reached the host."""
-        for f in (sys.stdout, sys.stderr):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+            refuse("prctl(PR_SET_DUMPABLE) failed: errno %d" % ctypes.get_errno())
+    except (ImportError, OSError, AttributeError) as e:
+        refuse("cannot protect the runner's channel: %s" % e)
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
             try:
-                f.flush()
-            except Exception:
+                signal.signal(sig, signal.SIG_IGN)
+            except (OSError, ValueError, RuntimeError):
                 pass
-        for ev in self.relays:
-            ev.clear()
-        for fd, ev in zip((1, 2), self.relays):
-            try:
-                os.write(self.pipes[fd], self.sync)
-            except OSError:  # the program closed the kernel's own fd
-                ev.set()
-        for ev in self.relays:
-            ev.wait(10)
 
-    def execute(self, req):
-        filename = req.get("filename") or "<session>"
-        self.reset_streams()
-        data = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
-        sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # with .buffer, like a real stdin
-        os.environ["PYBOX_OUTPUTS"] = req.get("outputs") or ""
-        sys.argv = [filename]
-        run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
-        return guarded(run, filename, req.get("outputs") or "")
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def frame(nonce, kind, payload=b""):
+    write_all(1, b"PYBOX %s %s %d\n" % (nonce.encode(), kind.encode(), len(payload)) + payload)
+
+
+def status_of(st):
+    """The exit status a shell reports for a wait status."""
+    if os.WIFSIGNALED(st):
+        return 128 + os.WTERMSIG(st)
+    return os.WEXITSTATUS(st) if os.WIFEXITED(st) else 1
+
+
+class Supervisor:
+    """PID 1: relays requests to the worker and frames what comes back."""
+
+    def __init__(self, once):
+        self.once = once
+        self.nonce = "-"
+        self.inbuf = b""
+        self.pending = b""  # request bytes not yet written to the worker
+        self.served = False  # a request has been taken (once: the one)
+        self.closing = False  # stdin ended: the worker gets no more requests
+        self.ctl = b""
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+        req_r, self.req_w = os.pipe()
+        self.ctl_r, ctl_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.child_fds = (req_r, ctl_w, out_w, err_w)
+            return
+        for fd in (req_r, ctl_w, out_w, err_w):
+            os.close(fd)
+        for fd in (self.req_w, self.out_r, self.err_r, self.ctl_r):
+            os.set_blocking(fd, False)
+        self.poller = select.poll()
+        for fd in (0, self.out_r, self.err_r, self.ctl_r, self.wake_r):
+            self.poller.register(fd, select.POLLIN)
 
     def serve(self):
-        self.send("ready", b"", nonce=self.nonce)
+        frame("-", "ready")
+        handlers = {self.req_w: self.feed, self.out_r: self.relay, self.err_r: self.relay,
+                    self.ctl_r: self.control, self.wake_r: self.wakeup, 0: self.requests}
         while True:
-            req = self.read_request()
+            for fd, _ in self.poller.poll():
+                handlers[fd](fd)
+
+    def requests(self, fd):
+        data = os.read(0, 1 << 20)
+        if not data:  # pybox closed our stdin: discarded unused, or the session ends
+            self.poller.unregister(0)
+            if not self.served:
+                os._exit(0)
+            self.closing = True  # the worker ends after what it was sent
+            if not self.pending:
+                os.close(self.req_w)
+            return
+        self.inbuf += data
+        while not (self.once and self.served):
+            req, self.inbuf = take_request(self.inbuf)
             if req is None:
-                return 0
-            self.nonce = req["nonce"]
-            status = self.execute(req)
-            self.flush_output()
-            self.send("done", json.dumps({"code": status}).encode())
+                return
+            if not self.pending:
+                self.poller.register(self.req_w, select.POLLOUT)
+            self.nonce = str(req.pop("nonce", "-"))
+            self.served = True
+            body = json.dumps(req).encode()
+            self.pending += b"%d\n" % len(body) + body
 
+    def feed(self, fd):
+        try:
+            self.pending = self.pending[os.write(self.req_w, self.pending):]
+        except BlockingIOError:
+            return
+        except OSError:  # the worker closed its end: it dies, or has died
+            self.pending = b""
+        if not self.pending:
+            self.poller.unregister(self.req_w)
+            if self.closing:
+                os.close(self.req_w)
 
-def read_frame(f):
-    """Read one b"<len>\\n<body>" frame from the binary file f; None at EOF."""
-    line = b""
-    while not line.endswith(b"\n"):
-        c = f.read(1)
-        if not c:
-            return None
-        line += c
-    n = int(line)
-    body = b""
-    while len(body) < n:
-        c = f.read(n - len(body))
-        if not c:
-            return None
-        body += c
-    return json.loads(body)
-
-
-def feed_stdin(text):
-    """Make fd 0 (and sys.stdin) read text, or /dev/null when text is None."""
-    if text is None:
-        fd = os.open(os.devnull, os.O_RDONLY)
-    else:
-        fd, w = os.pipe()
-        data = text.encode()
-
-        def write():
+    def relay(self, fd, limit=65536):
+        """Frame up to limit bytes of what fd holds now."""
+        kind = "out" if fd == self.out_r else "err"
+        got = 0
+        while got < limit:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(w, view):]
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.poller.unregister(fd)
+                return
+            frame(self.nonce, kind, chunk)
+            got += len(chunk)
+
+    def drain(self):
+        """Frame what the worker wrote before it said done or exited."""
+        for fd in (self.out_r, self.err_r):
+            try:
+                self.relay(fd, MAX_DRAIN)
+            except KeyError:  # already closed and unregistered
+                pass
+
+    def control(self, fd):
+        data = os.read(self.ctl_r, 4096)
+        if not data:
+            self.poller.unregister(self.ctl_r)
+            return
+        self.ctl += data
+        if b"\n" not in self.ctl and len(self.ctl) > 32:  # no "done N" is that long
+            self.broken("the program wrote into the runner's control pipe")
+            return
+        while b"\n" in self.ctl:
+            line, self.ctl = self.ctl.split(b"\n", 1)
+            word = line.split(b" ")
+            if len(word) != 2 or word[0] != b"done" or not word[1].isdigit():
+                self.broken("the program wrote into the runner's control pipe")
+                return
+            self.drain()
+            frame(self.nonce, "done", json.dumps({"code": int(word[1]) & 0xFF}).encode())
+
+    def broken(self, why):
+        """End the worker and tell pybox why (it discards the container)."""
+        os.kill(self.pid, signal.SIGKILL)
+        self.drain()
+        frame(self.nonce, "abort", why.encode())
+
+    def wakeup(self, fd):
+        os.read(self.wake_r, 512)
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.pid:
+                self.worker_ended(status_of(st))
+
+    def worker_ended(self, code):
+        self.drain()
+        if self.once and self.served:
+            frame(self.nonce, "done", json.dumps({"code": code}).encode())
+        os._exit(code & 0xFF)  # as PID 1: every other process of the container ends too
+
+
+def take_request(buf):
+    """Split one b"<len>\\n<json>" request off buf: (request or None, rest)."""
+    nl = buf.find(b"\n")
+    if nl < 0:
+        if len(buf) > 32:
+            refuse("bad request header")
+        return None, buf
+    try:
+        n = int(buf[:nl])
+    except ValueError:
+        refuse("bad request header")
+    if len(buf) < nl + 1 + n:
+        return None, buf
+    return json.loads(buf[nl + 1:nl + 1 + n]), buf[nl + 1 + n:]
+
+
+def worker_main(mode, fds):
+    """In the forked worker: keep nothing of the supervisor's but its own
+    pipes (fds 0-2 are replaced first), then serve (worker.py)."""
+    requests, ctl, out, err = fds
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    signal.set_wakeup_fd(-1)
+    keep = {0, 1, 2, requests}
+    if mode == "kernel":  # once reports by exiting: no control pipe at all
+        keep.add(ctl)
+    for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
+        if fd not in keep:
+            try:
+                os.close(fd)
             except OSError:
-                pass  # the program stopped reading its input
-            finally:
-                os.close(w)
-        threading.Thread(target=write, daemon=True).start()
-    os.dup2(fd, 0)
-    os.close(fd)
-    sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
-
-
-def wait_then_run():
-    """Warm-pool mode: one request, then run mode."""
-    req = read_frame(os.fdopen(os.dup(0), "rb", buffering=0))
-    if req is None:
-        return 0  # the pool discarded us unused
-    feed_stdin(req.get("stdin"))
-    os.environ["PYBOX_OUTPUTS"] = req.get("outputs") or ""
-    return run_file(req["file"], [])
+                pass  # the listing's own descriptor, already closed
+    return worker(mode, requests, ctl)
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[0] == "run":
-        return run_file(argv[1], argv[2:])
-    if argv == ["wait"]:
-        return wait_then_run()
-    if len(argv) == 2 and argv[0] == "kernel":
-        return Kernel(argv[1]).serve()
-    print("usage: runner run FILE [ARGS...] | runner kernel NONCE | runner wait", file=sys.stderr)
-    return 2
+    if argv not in (["once"], ["kernel"]):
+        os.write(2, b"usage: runner once | runner kernel\n")
+        return 2
+    harden()
+    sup = Supervisor(argv == ["once"])
+    if sup.pid == 0:
+        return worker_main(argv[0], sup.child_fds)
+    sup.serve()
 
 
-if __name__ == "__main__":
-    rc = main(sys.argv[1:])
-    for f in (sys.stdout, sys.stderr):
-        quietly(lambda: f.flush())
-    sys.exit(rc)
+sys.exit(main(sys.argv[1:]))

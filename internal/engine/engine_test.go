@@ -2,13 +2,17 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 
 	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/engine"
@@ -170,6 +174,32 @@ func TestCreateCancelledMidwayLeavesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	// setup's cleanup fails the test if any container is left.
+}
+
+// TestCreateRefusesASymlinkedBindSource: Create refuses a bind mount
+// through a symlink (which a program could have swapped in) and leaves no
+// container; the real folder is accepted and verified after creation.
+func TestCreateRefusesASymlinkedBindSource(t *testing.T) {
+	eng, img := setup(t)
+	dir := t.TempDir()
+	link := filepath.Join(t.TempDir(), "ws")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(t, img, images.VenvPython, "-c", "pass")
+	sp.Host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: link, Target: "/workspace"}}
+	if _, err := eng.Create(t.Context(), sp); !errors.Is(err, engine.ErrMount) {
+		t.Fatalf("Create through a symlink: %v; want ErrMount", err)
+	}
+	sp.Host.Mounts[0].Source = dir
+	id, err := eng.Create(t.Context(), sp)
+	if err != nil {
+		t.Fatalf("Create with the real folder: %v", err)
+	}
+	if err := eng.Remove(t.Context(), id); err != nil {
+		t.Fatal(err)
 	}
 	// setup's cleanup fails the test if any container is left.
 }

@@ -192,18 +192,31 @@ const createTimeout = time.Minute
 // the caller owns its removal. The request does not follow ctx: cancelled
 // midway, the daemon may still create a container whose ID we never learn.
 // If ctx ended meanwhile, the container is removed and ctx's error returned.
+//
+// Bind mounts are checked twice: before the request, no source may have a
+// symlink on its path; after it, the daemon's record of the container must
+// hold exactly the requested binds (a mismatch removes it: ErrMount).
 func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
+	if spec.Host != nil {
+		if err := checkBindSources(spec.Host.Mounts); err != nil {
+			return "", err
+		}
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
 	created, err := c.api.ContainerCreate(cctx, spec.Config, spec.Host, nil, nil, spec.Name)
 	if err != nil {
 		return "", fmt.Errorf("create container: %w", unreachable(err))
 	}
-	if ctx.Err() != nil {
-		if err := c.Remove(ctx, created.ID); err != nil {
-			c.log.Error("container not removed", "container_id", short(created.ID), "err", err)
+	err = c.checkCreated(cctx, created.ID, spec.Host)
+	if err == nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		if rerr := c.Remove(ctx, created.ID); rerr != nil {
+			c.log.Error("container not removed", "container_id", short(created.ID), "err", rerr)
 		}
-		return "", context.Cause(ctx)
+		return "", err
 	}
 	return created.ID, nil
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -40,6 +41,11 @@ func Open(path string) (*Dir, error) {
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("create code storage: %w", err)
+	}
+	// The real path, resolved once: containers mount it, and a mount
+	// source must not have a symlink on its path.
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, fmt.Errorf("code storage path: %w", err)
 	}
 	root, err := os.OpenRoot(abs)
 	if err != nil {
@@ -110,6 +116,22 @@ func (d *Dir) Create(rel string, content []byte) error {
 // Write replaces rel with content atomically (temp file + rename), creating
 // parent directories inside the root as needed.
 func (d *Dir) Write(rel string, content []byte) error {
+	return d.writeFrom(rel, bytes.NewReader(content))
+}
+
+// CopyFrom copies the regular file srcRel of src to rel in d, as Write
+// does (atomically, parents created), without following symlinks in src.
+func (d *Dir) CopyFrom(rel string, src *Dir, srcRel string) error {
+	f, _, err := src.openRegular(srcRel)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return d.writeFrom(rel, f)
+}
+
+// writeFrom replaces rel with what r holds (temp file + rename).
+func (d *Dir) writeFrom(rel string, r io.Reader) error {
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := d.mkdirAll(dir); err != nil {
 			return d.wrap("create directory", dir, err)
@@ -123,7 +145,7 @@ func (d *Dir) Write(rel string, content []byte) error {
 	if err != nil {
 		return d.wrap("write", rel, err)
 	}
-	_, werr := f.Write(content)
+	_, werr := io.Copy(f, r)
 	merr := d.finishMode(f)
 	serr := f.Sync()
 	cerr := f.Close()

@@ -10,32 +10,41 @@ import (
 	"strings"
 )
 
-// errFraming: the kernel's stream did not parse; the session is discarded.
-var errFraming = errors.New("session protocol error")
+// errFraming: the runner's stream did not parse; its container is discarded.
+var errFraming = errors.New("runner protocol error")
 
-// kernelRequest is one program sent to a session's kernel.
-type kernelRequest struct {
-	Nonce    string `json:"nonce"`
-	Code     string `json:"code"`
-	Filename string `json:"filename"`
-	Stdin    string `json:"stdin,omitempty"`
-	Outputs  string `json:"outputs,omitempty"`
+// errAborted: the runner ended its worker because the program broke the
+// worker's control pipe (a session program writing there); its container
+// is discarded.
+var errAborted = errors.New("the session was discarded")
+
+// request is one program for the runner (images/runner): a file to run as
+// __main__ (mode once) or code to execute in the session's globals (mode
+// kernel). Nonce is the per-request secret the runner's supervisor tags
+// its frames with; the program never sees it.
+type request struct {
+	Nonce    string  `json:"nonce"`
+	File     string  `json:"file,omitempty"`
+	Code     string  `json:"code,omitempty"`
+	Filename string  `json:"filename,omitempty"`
+	Stdin    *string `json:"stdin"` // nil: /dev/null (once) or empty (kernel)
+	Outputs  string  `json:"outputs,omitempty"`
 }
 
 // encode frames a request: its length in decimal, a newline, the JSON.
-func (r kernelRequest) encode() []byte {
+func (r request) encode() []byte {
 	body, _ := json.Marshal(r) // strings always marshal
 	return append([]byte(strconv.Itoa(len(body))+"\n"), body...)
 }
 
-// frame is one message from the kernel.
+// frame is one message from the runner's supervisor.
 type frame struct {
-	nonce   string // the request being served when it was sent
+	nonce   string // the request being served when it was sent ("-" for ready)
 	kind    string // ready, out, err, done
 	payload []byte
 }
 
-// maxFrame bounds one frame's payload (the kernel sends at most 64 KiB).
+// maxFrame bounds one frame's payload (the runner sends at most 64 KiB).
 const maxFrame = 1 << 20
 
 // maxHeader bounds a frame's header line; a real one is under 60 bytes.
@@ -43,7 +52,7 @@ const maxHeader = 256
 
 // readFrame reads "PYBOX <nonce> <kind> <len>\n<payload>". It looks for the
 // header's end only within r's buffer, so a stream that is not frames (say,
-// a program writing to the protocol fd) is an error after a bounded read,
+// a broken runner) is an error after a bounded read,
 // not a line buffered without limit in the server's memory.
 func readFrame(r *bufio.Reader) (frame, error) {
 	line, err := r.ReadSlice('\n')

@@ -88,13 +88,13 @@ func TestReadFrame(t *testing.T) {
 func TestCollectRelaysLateOutput(t *testing.T) {
 	stream := frameBytes("old", "out", "late ") + frameBytes("old", "err", "warn ") +
 		frameBytes("cur", "out", "now\n") + frameBytes("cur", "done", `{"code": 3}`)
-	ss := &session{frames: bufio.NewReader(strings.NewReader(stream))}
+	ss := &conn{frames: bufio.NewReader(strings.NewReader(stream))}
 	var stdout, stderr bytes.Buffer
 	code, err := ss.collect("cur", &stdout, &stderr)
 	if err != nil || code != 3 || stdout.String() != "late now\n" || stderr.String() != "warn " {
 		t.Errorf("collect = %d, %v, stdout %q, stderr %q; want 3, nil, %q, %q", code, err, stdout.String(), stderr.String(), "late now\n", "warn ")
 	}
-	ss = &session{frames: bufio.NewReader(strings.NewReader(frameBytes("old", "done", `{"code": 0}`)))}
+	ss = &conn{frames: bufio.NewReader(strings.NewReader(frameBytes("old", "done", `{"code": 0}`)))}
 	if _, err := ss.collect("cur", &stdout, &stderr); !errors.Is(err, errFraming) {
 		t.Errorf("done frame of another run: err = %v; want a framing error", err)
 	}

@@ -1,0 +1,264 @@
+"""pybox runner, the worker half: runs the user's programs (see runner.py).
+
+It is forked from the supervisor before any request. Until its request
+arrives it imports only from the standard library (the interpreter runs
+with -I -S); then it adds site-packages and, for a file, the file's folder
+in front of sys.path, as `python FILE` would. A program that ends the
+normal way ends the worker in `once` mode (exit status = the program's,
+after non-daemon threads and atexit handlers, as under python); in `kernel`
+mode the worker reports each program's status on its control pipe.
+"""
+import io
+import json
+import linecache
+import os
+import pkgutil
+import runpy
+import signal
+import site
+import sys
+import threading
+import tokenize
+import traceback
+import types
+
+os.environ["MPLBACKEND"] = "Agg"
+
+
+class FullWriter(io.RawIOBase):
+    """A raw stream on fd that writes everything it is given (a pipe may
+    take a large write in parts, e.g. under gVisor)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self.fd
+
+    def write(self, b):
+        view = memoryview(b).cast("B")
+        while view:
+            view = view[os.write(self.fd, view):]
+        return len(b)
+
+
+def text_stream(fd, like):
+    """An unbuffered text stream on fd, like python -u's."""
+    return io.TextIOWrapper(FullWriter(fd), encoding=like.encoding, errors=like.errors, write_through=True)
+
+
+def become_worker():
+    """Signals and standard streams as a plain interpreter has them."""
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError, RuntimeError):
+                pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    quietly(lambda: sys.modules["ctypes"].CDLL(None).prctl(4, 1, 0, 0, 0))  # dumpable, like any program
+    sys.stdout = sys.__stdout__ = text_stream(1, sys.__stdout__)
+    sys.stderr = sys.__stderr__ = text_stream(2, sys.__stderr__)
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
+    sys.dont_write_bytecode = True
+    traceback.format_exception(ValueError("warm-up"))  # its lazy imports, before any program
+    pkgutil.get_importer(os.getcwd())
+
+
+def start_programs(first_path):
+    """Add what a plain interpreter has on sys.path: the program's folder,
+    PYTHONPATH, site-packages (and their .pth files). Called once the first
+    request has arrived, never before."""
+    site.main()
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[0:0] = [first_path] + extra
+
+
+def quietly(call):
+    """Call call(), ignoring the failure of a stream the program closed or
+    replaced (stdout or stderr), as the interpreter does."""
+    try:
+        call()
+    except Exception:
+        pass
+
+
+def save_figures(outdir, max_figures):
+    """Save every open matplotlib figure as outdir/figure-N.png, then close them."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None or not outdir:
+        return
+    try:
+        nums = plt.get_fignums()
+        if not nums:
+            return
+        os.makedirs(outdir, exist_ok=True)
+        for n, num in enumerate(nums[:max_figures], start=1):
+            fig = plt.figure(num)
+            fig.savefig(os.path.join(outdir, "figure-%d.png" % n), format="png", dpi=100)
+        plt.close("all")
+    except Exception as e:  # figures are a bonus; never mask the program's own result
+        quietly(lambda: print("pybox: could not save figures: %s" % e, file=sys.stderr))
+
+
+def user_traceback(e, filename):
+    """Print e's traceback starting at the first frame of the user's code.
+    A file that did not compile gets no traceback at all, as under python."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    if tb is None and not isinstance(e, SyntaxError):
+        tb = e.__traceback__
+    quietly(lambda: traceback.print_exception(type(e), e, tb))
+
+
+def exit_status(e):
+    """The process exit status SystemExit(e.code) stands for, printing a message if any."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        # CPython takes the code as a C long long (-1 when it does not fit)
+        # and the OS keeps the low byte.
+        return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 255
+    quietly(lambda: print(code, file=sys.stderr))
+    return 1
+
+
+def guarded(run, filename, outdir):
+    """Call run() and return the exit status the interpreter would give:
+    SystemExit's code, or 1 after printing the user's traceback. Open
+    figures are saved either way."""
+    try:
+        run()
+        return 0
+    except SystemExit as e:
+        return exit_status(e)
+    except KeyboardInterrupt as e:
+        user_traceback(e, filename)
+        return 130  # python ends itself with SIGINT: 128 + 2
+    except BaseException as e:
+        user_traceback(e, filename)
+        return 1
+    finally:
+        save_figures(outdir, int(os.environ.get("PYBOX_MAX_FIGURES", "8")))
+
+
+def read_request(f):
+    """Read one b"<len>\\n<json>" request from the binary file f; None at EOF."""
+    line = b""
+    while not line.endswith(b"\n"):
+        c = f.read(1)
+        if not c:
+            return None
+        line += c
+    n = int(line)
+    body = b""
+    while len(body) < n:
+        c = f.read(n - len(body))
+        if not c:
+            return None
+        body += c
+    return json.loads(body)
+
+
+def feed_stdin(text):
+    """Make fd 0 (and sys.stdin) read text, or /dev/null when text is None."""
+    if text is None:
+        fd = os.open(os.devnull, os.O_RDONLY)
+    else:
+        fd, w = os.pipe()
+        data = text.encode("utf-8", "surrogateescape")
+
+        def write():
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(w, view):]
+            except OSError:
+                pass  # the program stopped reading its input
+            finally:
+                os.close(w)
+        threading.Thread(target=write, daemon=True).start()
+    os.dup2(fd, 0)
+    os.close(fd)
+    sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
+
+
+def run_once(requests):
+    """once: wait for the request, run its file as __main__, and return its
+    status (the caller exits with it, through normal interpreter shutdown)."""
+    req = read_request(requests)
+    if req is None:
+        os._exit(0)  # the pool discarded us unused
+    path = req["file"]
+    outputs = req.get("outputs") or ""
+    os.environ["PYBOX_OUTPUTS"] = outputs
+    feed_stdin(req.get("stdin"))
+    start_programs(os.path.dirname(os.path.abspath(path)))
+    sys.argv = [path]
+    if not os.path.isfile(path):
+        print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
+        return 2
+    return guarded(lambda: runpy.run_path(path, run_name="__main__"), path, outputs)
+
+
+class Kernel:
+    """kernel: one program at a time, globals kept between them."""
+
+    def __init__(self, requests, ctl):
+        self.requests, self.ctl = requests, ctl
+        self.pipes = {1: os.dup(1), 2: os.dup(2)}  # to restore fds a program closed
+        self.streams = {1: sys.stdout, 2: sys.stderr}
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        self.globals = main.__dict__
+        self.globals["__builtins__"] = __builtins__
+        self.started = False
+
+    def reset_streams(self):
+        """Undo what the last program did to fds 1 and 2 and to sys.stdout
+        and sys.stderr (closed, replaced, redirected)."""
+        for fd, w in self.pipes.items():
+            os.dup2(w, fd)
+            if self.streams[fd].closed:
+                self.streams[fd] = text_stream(fd, self.streams[fd])
+        sys.stdout = sys.__stdout__ = self.streams[1]
+        sys.stderr = sys.__stderr__ = self.streams[2]
+
+    def execute(self, req):
+        if not self.started:
+            start_programs("")  # like python -c: the working directory first
+            self.started = True
+        filename = req.get("filename") or "<session>"
+        outputs = req.get("outputs") or ""
+        self.reset_streams()
+        data = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
+        sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # with .buffer, like a real stdin
+        os.environ["PYBOX_OUTPUTS"] = outputs
+        sys.argv = [filename]
+        run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
+        return guarded(run, filename, outputs)
+
+    def serve(self):
+        while True:
+            req = read_request(self.requests)
+            if req is None:
+                os._exit(0)
+            status = self.execute(req)
+            for f in (sys.stdout, sys.stderr):
+                quietly(lambda: f.flush())
+            os.write(self.ctl, b"done %d\n" % status)
+
+
+def worker(mode, requests_fd, ctl_fd):
+    become_worker()
+    requests = os.fdopen(requests_fd, "rb", buffering=0)
+    if mode == "once":
+        return run_once(requests)
+    return Kernel(requests, ctl_fd).serve()

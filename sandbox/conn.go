@@ -1,0 +1,199 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// conn is a started container whose runner speaks the frame protocol: a
+// cold run's container, a warm-pool entry, or a session's kernel. Every
+// frame comes from the runner's supervisor (PID 1, unreachable from the
+// program), so what a turn reports is what the program really did.
+type conn struct {
+	k      *engine.Attached
+	frames *bufio.Reader
+	diag   *tailWriter // the runner's own stderr (it writes there only when it refuses to start)
+}
+
+// dial starts spec's container (its command must be the runner) and waits
+// for the runner's ready frame; on failure nothing of it is left.
+func (s *Sandbox) dial(ctx context.Context, spec engine.Spec) (*conn, error) {
+	diag := &tailWriter{max: 2048}
+	spec.Stderr = diag
+	k, err := s.eng.StartAttached(ctx, spec)
+	if err != nil {
+		return nil, s.explain(err)
+	}
+	c := &conn{k: k, frames: bufio.NewReaderSize(k.Stdout, 64<<10), diag: diag}
+	if err := c.awaitReady(ctx, s.log); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// errNotReady: the runner did not come up; its container is gone.
+var errNotReady = errors.New("the sandbox's runner did not start")
+
+// awaitReady waits for the runner's ready frame, destroying the container
+// when it does not come.
+func (c *conn) awaitReady(ctx context.Context, log *slog.Logger) error {
+	got := make(chan error, 1)
+	go func() {
+		f, err := readFrame(c.frames)
+		if err == nil && f.kind != "ready" {
+			err = fmt.Errorf("%w: expected ready, got %s", errFraming, f.kind)
+		}
+		got <- err
+	}()
+	timer := time.NewTimer(probeTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case err = <-got:
+		if err == nil {
+			return nil
+		}
+		c.destroy(ctx, log)
+	case <-timer.C:
+		err = errors.New("no ready frame within a minute")
+		c.destroy(ctx, log) // ends the stream, and so the reader
+		<-got
+	case <-ctx.Done():
+		c.destroy(ctx, log)
+		<-got
+		return context.Cause(ctx)
+	}
+	if why := strings.TrimSpace(c.diag.String()); why != "" {
+		return fmt.Errorf("%w: %s", errNotReady, why)
+	}
+	return fmt.Errorf("%w: %w", errNotReady, err)
+}
+
+// errTimedOut: the program ran past its deadline and the container was killed.
+var errTimedOut = errors.New("the program timed out")
+
+// turnEnd is how an exchange with the runner ended.
+type turnEnd struct {
+	code int   // the done frame's exit status
+	err  error // the container ended, or broke the protocol
+}
+
+// turn sends req and collects its output until its done frame, the
+// deadline, the container's end or ctx's end. A non-nil lost says why the
+// container can no longer be used (it is then destroyed); err is the
+// caller's cancellation.
+func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout time.Duration, stdout, stderr io.Writer) (res Result, lost, err error) {
+	start := time.Now()
+	done := make(chan turnEnd, 1)
+	// Sending is part of the turn: a runner that stopped reading must not
+	// hold the call past its deadline.
+	go func() { done <- c.exchange(req, stdout, stderr) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	collected := false
+	select {
+	case end := <-done:
+		collected = true
+		res.ExitCode, lost = end.code, end.err
+		if lost != nil { // the container ended or broke the protocol: the program's result, not ours
+			c.died(log, &res, lost, stderr)
+		}
+	case <-timer.C:
+		res.TimedOut, res.ExitCode, lost = true, 137, errTimedOut
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+		lost = err
+	}
+	res.Duration, res.Timeout = time.Since(start), timeout
+	if lost == nil {
+		return res, nil, nil
+	}
+	c.destroy(ctx, log) // and with it the exchange's stream
+	if !collected {
+		<-done
+	}
+	return res, lost, err
+}
+
+// exchange sends req and relays its frames until its done frame.
+func (c *conn) exchange(req request, stdout, stderr io.Writer) turnEnd {
+	if _, err := c.k.Write(req.encode()); err != nil {
+		return turnEnd{err: fmt.Errorf("send to the runner: %w", err)}
+	}
+	code, err := c.collect(req.Nonce, stdout, stderr)
+	return turnEnd{code: code, err: err}
+}
+
+// collect relays out and err frames until the done frame of nonce. Output
+// frames of earlier requests are relayed too: in a session, threads that
+// outlive their program print between calls.
+func (c *conn) collect(nonce string, stdout, stderr io.Writer) (int, error) {
+	for {
+		f, err := readFrame(c.frames)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case f.kind == "out":
+			stdout.Write(f.payload) // capped writers never fail
+		case f.kind == "err":
+			stderr.Write(f.payload) // idem
+		case f.kind == "done" && f.nonce == nonce:
+			return doneStatus(f.payload)
+		case f.kind == "abort":
+			return 0, fmt.Errorf("%w: %.200s", errAborted, f.payload)
+		default:
+			return 0, fmt.Errorf("%w: unexpected %s frame", errFraming, f.kind)
+		}
+	}
+}
+
+// died records in res how the container ended a turn on its own.
+func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) {
+	log.Warn("runner ended during a program", "container_id", shortID(c.k.ID), "err", why)
+	if errors.Is(why, errFraming) || errors.Is(why, errAborted) {
+		// It may still run, so there is no exit to wait for: we kill it.
+		fmt.Fprintf(stderr, "\npybox: %v\n", why)
+		res.ExitCode = 137
+		return
+	}
+	c.exitInto(res) // read how it exited before removing it
+}
+
+// exitInto records how the container ended, waiting briefly for the
+// daemon to report its exit.
+func (c *conn) exitInto(res *Result) {
+	select {
+	case <-c.k.Done():
+		x := c.k.Exit()
+		res.ExitCode, res.OOMKilled = x.Code, x.OOMKilled
+	case <-time.After(teardownWait):
+	}
+}
+
+// exited reports how the container ended, if it has.
+func (c *conn) exited() (engine.Exit, bool) {
+	select {
+	case <-c.k.Done():
+		return c.k.Exit(), true
+	default:
+		return engine.Exit{}, false
+	}
+}
+
+// destroy removes the container; safe to call more than once.
+func (c *conn) destroy(ctx context.Context, log *slog.Logger) {
+	if err := c.k.Destroy(ctx); err != nil {
+		log.Error("container not removed", "container_id", shortID(c.k.ID), "err", err)
+	}
+}
+
+func shortID(id string) string { return id[:min(len(id), 12)] }
