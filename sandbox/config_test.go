@@ -21,7 +21,7 @@ func TestContainerConfigGolden(t *testing.T) {
 			Image: "pybox-runtime:base", Cmd: []string{"/opt/venv/bin/python", "-I", "-S", "-c", "RUNNER", "once"},
 			User: "10001:10001", Env: map[string]string{"HOME": "/tmp", "LANG": "C.UTF-8"}, Workspace: "/srv/code",
 			Outputs: &Outputs{Name: "20261123-120000-0a1b2c3d", Dir: "/var/lib/pybox/runs/o1/20261123-120000-0a1b2c3d"},
-			Labels: map[string]string{LabelManaged: "true", LabelRole: "run"}, Limits: Limits{}.WithDefaults(),
+			Labels:  map[string]string{LabelManaged: "true", LabelRole: "run"}, Limits: Limits{}.WithDefaults(),
 		}},
 		{"custom limits with stdin and runtime", Plan{
 			Image: "img", Cmd: []string{"python"}, User: "1000:1000", Runtime: "runsc", Stdin: true,

@@ -97,7 +97,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 		return sandbox.Result{}, nil, h.internal(ctx, "prepare the session's folder", err)
 	}
 	outs, err := newSessionOutputs(ws) // it owns ws now
-	if err != nil { // the session's own programs can replace outputs/: run without it
+	if err != nil {                    // the session's own programs can replace outputs/: run without it
 		h.cfg.Log.WarnContext(ctx, "session outputs folder unavailable", "err", err)
 	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.Python(),

@@ -16,11 +16,11 @@ import (
 // by adding a function to isolationAttacks.
 var isolationAttacks = map[string]func(t *testing.T){
 	"session mount swapped for a symlink": attackSessionMountSwap,
-	"stateless runs see no session files":  attackSessionFilesVisible,
-	"modules planted in the workspace":     attackPlantedModules,
-	"outputs written by a concurrent run":  attackConcurrentOutputs,
-	"forged protocol frames in a session":  attackForgedSessionFrames,
-	"forged verdict in a stateless run":    attackForgedRunVerdict,
+	"stateless runs see no session files": attackSessionFilesVisible,
+	"modules planted in the workspace":    attackPlantedModules,
+	"outputs written by a concurrent run": attackConcurrentOutputs,
+	"forged protocol frames in a session": attackForgedSessionFrames,
+	"forged verdict in a stateless run":   attackForgedRunVerdict,
 }
 
 func TestIsolationBattery(t *testing.T) {
