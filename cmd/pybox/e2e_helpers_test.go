@@ -52,6 +52,7 @@ type server struct {
 	storage string
 	eng     *engine.Client
 	stderr  *syncBuffer
+	labels  map[string]string // which containers are this server's; nil: its pid label
 }
 
 // startServer starts the real binary over stdio with extra environment
@@ -65,10 +66,15 @@ func startServer(t *testing.T, env ...string) *server {
 // startServerWith is startServer with client options (notification handlers).
 func startServerWith(t *testing.T, opts *mcp.ClientOptions, env ...string) *server {
 	t.Helper()
+	return launch(t, opts, exec.Command(pyboxBin, "serve"), env...)
+}
+
+// launch starts cmd (a `pybox serve`, perhaps wrapped) as startServerWith does.
+func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string) *server {
+	t.Helper()
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	s := &server{t: t, storage: t.TempDir(), eng: eng, stderr: &syncBuffer{}}
-	s.cmd = exec.Command(pyboxBin, "serve")
+	s := &server{t: t, storage: t.TempDir(), eng: eng, stderr: &syncBuffer{}, cmd: cmd}
 	// Later entries win, so a caller can pass its own storage or state dir.
 	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + t.TempDir(), "PYBOX_BUILD=never"}
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
@@ -97,6 +103,9 @@ func (s *server) close() {
 
 // containers lists the pybox containers this server process owns now.
 func (s *server) containers() []engine.Summary {
+	if s.labels != nil {
+		return testenv.Managed(s.t, s.eng, s.labels)
+	}
 	return testenv.Managed(s.t, s.eng, map[string]string{"pybox.pid": strconv.Itoa(s.cmd.Process.Pid)})
 }
 
