@@ -58,8 +58,9 @@ func (s *Sandbox) expire(cutoff time.Time) {
 }
 
 // Close ends every session, cancels the starts under way, stops the idle
-// reaper and removes the warm pool's containers. Later session calls fail;
-// the Sandbox must not be used afterwards.
+// reaper, removes the warm pool's containers and ends the lease (see
+// Config.LeaseDir). Later session calls fail; the Sandbox must not be used
+// afterwards.
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
 		s.sess.mu.Lock()
@@ -84,5 +85,6 @@ func (s *Sandbox) Close() {
 		}
 		wg.Wait()
 		s.pool.close()
+		s.releaseLease()
 	})
 }

@@ -55,13 +55,15 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		return nil, err
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, Limits: limits,
-		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL, WarmPool: warmPool(c.WarmPool), Log: log})
+		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL, WarmPool: warmPool(c.WarmPool),
+		LeaseDir: filepath.Join(c.StateDir, "owners"), Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
 	}
 	a := &app{cfg: c, log: log, engine: eng, sandbox: sb, image: image, progress: stderr}
 	if err := a.newManager(); err != nil {
+		sb.Close() // ends its lease
 		eng.Close()
 		return nil, err
 	}
