@@ -39,7 +39,14 @@ type Config struct {
 	// stateless run gets its private output folder (see Outputs); "" = runs
 	// get none. The Sandbox uses a subfolder of its own and removes it on Close.
 	RunsDir string
-	Log     *slog.Logger // nil discards
+	// LeaseDir is the folder of lease files (e.g. <state dir>/owners): New
+	// takes a lease there for this instance's life and labels its
+	// containers with it, and ReapOrphans removes only the containers of
+	// owners whose lease there is no longer held. "" = no lease: this
+	// instance's containers carry no lease label (no reaper ever removes
+	// them) and ReapOrphans removes nothing.
+	LeaseDir string
+	Log      *slog.Logger // nil discards
 }
 
 // Sandbox runs programs. Create it with New.
@@ -48,6 +55,7 @@ type Sandbox struct {
 	eng       *engine.Client
 	slots     *semaphore.Weighted
 	owner     Owner
+	leases    leases
 	log       *slog.Logger
 	sess      sessions
 	pool      pool
@@ -55,7 +63,9 @@ type Sandbox struct {
 	closeOnce sync.Once
 }
 
-// New validates cfg, fills its defaults and returns a Sandbox.
+// New validates cfg, fills its defaults, takes the lease (with a LeaseDir;
+// it may wait a moment for a reaper looking at the fresh lease file) and
+// returns a Sandbox. Close releases it.
 func New(cfg Config) (*Sandbox, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("sandbox: an engine client is required")
@@ -75,12 +85,18 @@ func New(cfg Config) (*Sandbox, error) {
 	if cfg.MaxConcurrent < 1 || cfg.QueueWait < 0 || cfg.MaxSessions < 1 || cfg.SessionTTL < time.Second {
 		return nil, errors.New("sandbox: max concurrent and max sessions must be at least 1, queue wait not negative, session TTL at least 1s")
 	}
+	owner := NewOwner()
+	held, err := takeLease(cfg.LeaseDir, &owner)
+	if err != nil {
+		return nil, err
+	}
 	s := &Sandbox{
 		cfg: cfg, eng: cfg.Engine, log: cfg.Log,
-		slots: semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
-		owner: NewOwner(),
-		sess:  sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
-		pool:  pool{size: max(orDefault(cfg.WarmPool, 2), 0), idle: map[string][]*warm{}, filling: map[string]int{}},
+		slots:  semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
+		owner:  owner,
+		sess:   sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
+		pool:   pool{size: max(orDefault(cfg.WarmPool, 2), 0), idle: map[string][]*warm{}, filling: map[string]int{}},
+		leases: held,
 	}
 	if cfg.RunsDir != "" {
 		s.runsDir = filepath.Join(cfg.RunsDir, s.owner.ID)

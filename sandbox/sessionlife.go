@@ -60,8 +60,8 @@ func (s *Sandbox) expire(cutoff time.Time) {
 
 // Close ends every session, cancels the starts under way, stops the idle
 // reaper, removes the warm pool's containers and this instance's run
-// output folders. Later session calls fail;
-// the Sandbox must not be used afterwards.
+// output folders, and ends the lease (see Config.LeaseDir). Later session
+// calls fail; the Sandbox must not be used afterwards.
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
 		s.sess.mu.Lock()
@@ -91,5 +91,6 @@ func (s *Sandbox) Close() {
 				s.log.Warn("run output folders not removed", "dir", s.runsDir, "err", err)
 			}
 		}
+		s.releaseLease()
 	})
 }

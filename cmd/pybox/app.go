@@ -56,13 +56,14 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, Limits: limits,
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
-		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), Log: log})
+		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"), Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
 	}
 	a := &app{cfg: c, log: log, engine: eng, sandbox: sb, image: image, progress: stderr}
 	if err := a.newManager(); err != nil {
+		sb.Close() // ends its lease
 		eng.Close()
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func (c *config) settings() []setting {
 		{"wheelhouse", "PYBOX_WHEELHOUSE", "host directory of wheels mounted read-only into installs; alone, no index is used", str(&c.Wheelhouse, "")},
 		{"install-network", "PYBOX_INSTALL_NETWORK", "network of install containers: bridge, none, host", str(&c.InstallNet, "bridge")},
 		{"install-timeout", "PYBOX_INSTALL_TIMEOUT", "time limit of one install", dur(&c.InstallTime, 10*time.Minute)},
-		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts", str(&c.StateDir, defaultStateDir())},
+		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts, and the leases (owners/) that tell which leftover containers are safe to remove", str(&c.StateDir, defaultStateDir())},
 		{"allow-url-requirements", "PYBOX_ALLOW_URL_REQUIREMENTS", "let install_dependencies accept \"name @ https://...\" requirements", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowURLReqs, n, false, u) }},
 	}
 }

@@ -104,29 +104,6 @@ func TestDoctorHealthy(t *testing.T) {
 	}
 }
 
-// TestServeReapsOrphans: a container left by a dead pybox is removed when
-// serve starts; one of a live process is left alone.
-func TestServeReapsOrphans(t *testing.T) {
-	eng := testenv.Docker(t)
-	testenv.RuntimeImage(t, eng, "base")
-	host, _ := os.Hostname()
-	dead := createLabelled(t, eng, "pybox-run-e2edead-1", map[string]string{
-		"pybox.managed": "true", "pybox.owner": "e2edead", "pybox.host": host, "pybox.pid": "999999999"})
-	live := createLabelled(t, eng, "pybox-run-e2elive-1", map[string]string{
-		"pybox.managed": "true", "pybox.owner": "e2elive", "pybox.host": host, "pybox.pid": "1"})
-	startServer(t) // reaping happens before the server answers
-	ids := map[string]bool{}
-	for _, c := range testenv.Managed(t, eng, nil) {
-		ids[c.ID] = true
-	}
-	if ids[dead] {
-		t.Errorf("the dead server's container %s was not reaped", dead)
-	}
-	if !ids[live] {
-		t.Errorf("the live process's container %s was reaped", live)
-	}
-}
-
 func createLabelled(t *testing.T, eng *engine.Client, name string, labels map[string]string) string {
 	t.Helper()
 	id, err := eng.Create(context.Background(), engine.Spec{Name: name,

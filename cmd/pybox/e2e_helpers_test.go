@@ -53,6 +53,8 @@ type server struct {
 	state   string // PYBOX_STATE_DIR, unless the caller passed its own
 	eng     *engine.Client
 	stderr  *syncBuffer
+	labels  map[string]string // which containers are this server's; nil: its pid label
+	killed  bool              // by the test, on purpose: its session cannot close cleanly
 }
 
 // startServer starts the real binary over stdio with extra environment
@@ -66,10 +68,15 @@ func startServer(t *testing.T, env ...string) *server {
 // startServerWith is startServer with client options (notification handlers).
 func startServerWith(t *testing.T, opts *mcp.ClientOptions, env ...string) *server {
 	t.Helper()
+	return launch(t, opts, exec.Command(pyboxBin, "serve"), env...)
+}
+
+// launch starts cmd (a `pybox serve`, perhaps wrapped) as startServerWith does.
+func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string) *server {
+	t.Helper()
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	s := &server{t: t, storage: t.TempDir(), state: t.TempDir(), eng: eng, stderr: &syncBuffer{}}
-	s.cmd = exec.Command(pyboxBin, "serve")
+	s := &server{t: t, storage: t.TempDir(), state: t.TempDir(), eng: eng, stderr: &syncBuffer{}, cmd: cmd}
 	// Later entries win, so a caller can pass its own storage or state dir.
 	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + s.state, "PYBOX_BUILD=never"}
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
@@ -85,7 +92,7 @@ func startServerWith(t *testing.T, opts *mcp.ClientOptions, env ...string) *serv
 }
 
 func (s *server) close() {
-	if err := s.cs.Close(); err != nil {
+	if err := s.cs.Close(); err != nil && !s.killed {
 		s.t.Errorf("closing the session: %v", err)
 	}
 	if left := s.containers(); len(left) > 0 {
@@ -98,6 +105,9 @@ func (s *server) close() {
 
 // containers lists the pybox containers this server process owns now.
 func (s *server) containers() []engine.Summary {
+	if s.labels != nil {
+		return testenv.Managed(s.t, s.eng, s.labels)
+	}
 	return testenv.Managed(s.t, s.eng, map[string]string{"pybox.pid": strconv.Itoa(s.cmd.Process.Pid)})
 }
 

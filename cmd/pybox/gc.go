@@ -10,11 +10,19 @@ import (
 	"github.com/pybox-dev/pybox/images"
 )
 
+const gcSynopsis = `pybox gc [--all] [--dry-run] [flags]
+
+Removes the containers of pybox processes that are certainly gone: those whose
+lease file is in this state dir's owners/ folder and no longer locked (a
+container with a held lease, a lease elsewhere, a missing lease file or no
+lease label is left alone). Then removes the package-layer images no saved
+environment uses.`
+
 func gcCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := &config{}
-	fs := newFlags("gc", "pybox gc [--all] [--dry-run] [flags]", stderr, c)
-	all := fs.Bool("all", false, "remove every package-layer image, even those the saved environments use")
-	dry := fs.Bool("dry-run", false, "only print what would be removed")
+	fs := newFlags("gc", gcSynopsis, stderr, c)
+	all := fs.Bool("all", false, "remove every package-layer image, even those the saved environments use (containers: same rule as without it)")
+	dry := fs.Bool("dry-run", false, "remove no container, and only print the package layers that would be removed")
 	if err := parse(fs, c, args); err != nil {
 		return err
 	}

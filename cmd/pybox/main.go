@@ -24,7 +24,7 @@ Usage:
   pybox image build [flags]      build the runtime image (--offline: no registry, no PyPI)
   pybox doctor [flags]           check Docker, the runtime image, runtimes and isolation
   pybox bench [flags]            measure latency through a real MCP client
-  pybox gc [--all] [--dry-run]   remove leftover containers and unused package-layer images
+  pybox gc [--all] [--dry-run]   remove gone servers' leftover containers and unused package-layer images
   pybox version                  print the version
 
 Run "pybox COMMAND --help" for a command's flags. Every flag can also be set
