@@ -3,6 +3,7 @@ package images_test
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,9 +83,16 @@ func newHostile(t *testing.T, idx images.Index, envs ...string) *hostile {
 
 // TestInstallRefusesSdistByDefault: with the default settings a source
 // distribution is not built (its build backend would run arbitrary code):
-// the install fails saying how to allow it, and nothing is committed.
+// the install fails saying how to allow it, and nothing is committed. In
+// a venv the install user cannot write, the install is refused before
+// anything runs.
 func TestInstallRefusesSdistByDefault(t *testing.T) {
-	h := newHostile(t, images.Index{}, envRuntime, envRootOwned)
+	h := newHostile(t, images.Index{}, envRuntime, envRootOwned, envInstallOwned)
+	wantErr := map[string]string{
+		envRuntime:      "PYBOX_ALLOW_SDIST=true",
+		envRootOwned:    "not writable by the unprivileged install user 10002",
+		envInstallOwned: "PYBOX_ALLOW_SDIST=true",
+	}
 	for name, env := range h.envs {
 		t.Run(name, func(t *testing.T) {
 			res, err := h.in.Install(t.Context(), env, []string{testenv.HostileSdistName})
@@ -93,9 +101,11 @@ func TestInstallRefusesSdistByDefault(t *testing.T) {
 				t.Fatalf("the sdist was built and committed by default as layer %s; its build saw (uid caps nnp /tmp /etc-write /etc/pybox-pwned-in-layer): %s",
 					res.Env.Image, runOutput(t, h.eng, res.Env.ImageID, testenv.HostileReport))
 			}
-			if !errors.Is(err, images.ErrInstallFailed) || !strings.Contains(err.Error(), "PYBOX_ALLOW_SDIST=true") ||
-				!strings.Contains(err.Error(), testenv.HostileSdistName) {
-				t.Errorf("error %q; want ErrInstallFailed naming pyboxevilsdist and PYBOX_ALLOW_SDIST=true", err)
+			if !errors.Is(err, images.ErrInstallFailed) || !strings.Contains(err.Error(), wantErr[name]) {
+				t.Errorf("error %q; want ErrInstallFailed saying %q", err, wantErr[name])
+			}
+			if name != envRootOwned && !strings.Contains(err.Error(), "no wheel found for "+testenv.HostileSdistName) {
+				t.Errorf("error %q does not name %s as the package without a wheel", err, testenv.HostileSdistName)
 			}
 			noLayerWith(t, h.eng, testenv.HostileSdistName)
 		})
@@ -107,7 +117,7 @@ func TestInstallRefusesSdistByDefault(t *testing.T) {
 // privileges and a tmpfs /tmp: its write to /etc fails and the layer has
 // no /etc file. (Its .pth in site-packages is allowed: any wheel may ship one.)
 func TestInstallSdistBuildIsUnprivileged(t *testing.T) {
-	h := newHostile(t, images.Index{}, envRuntime, envInstallOwned)
+	h := newHostile(t, images.Index{AllowSdist: true}, envRuntime, envInstallOwned)
 	for name, env := range h.envs {
 		t.Run(name, func(t *testing.T) {
 			res, err := h.in.Install(t.Context(), env, []string{testenv.HostileSdistName})
@@ -124,7 +134,8 @@ func TestInstallSdistBuildIsUnprivileged(t *testing.T) {
 }
 
 // TestInstallRunsAsInstallUser: what an install writes belongs to the
-// unprivileged install user, never root.
+// unprivileged install user, never root; the layer's configuration keeps
+// the parent's user and command, and none of the installer's settings.
 func TestInstallRunsAsInstallUser(t *testing.T) {
 	h := newHostile(t, images.Index{}, envRuntime)
 	res, err := h.in.Install(t.Context(), h.envs[envRuntime], []string{"pyboxbase==1.0"})
@@ -135,6 +146,15 @@ func TestInstallRunsAsInstallUser(t *testing.T) {
 	const owners = "import os, pyboxbase; print(os.stat(pyboxbase.__file__).st_uid, os.stat(os.path.dirname(pyboxbase.__file__)).st_uid)"
 	if got := runOutput(t, h.eng, res.Env.ImageID, owners); got != "10002 10002\n" {
 		t.Errorf("owner uids of the installed module and its directory: %q; want the install user's 10002", got)
+	}
+	parent, layer := inspect(t, h.eng, h.envs[envRuntime].ImageID), inspect(t, h.eng, res.Env.ImageID)
+	if layer.User != parent.User || !slices.Equal(layer.Cmd, parent.Cmd) {
+		t.Errorf("the layer's user %q and command %v; want the parent's %q and %v", layer.User, layer.Cmd, parent.User, parent.Cmd)
+	}
+	for _, kv := range layer.Env {
+		if !slices.Contains(parent.Env, kv) && !strings.HasPrefix(kv, "HOME=") {
+			t.Errorf("the install container's %s is in the layer's environment", kv)
+		}
 	}
 }
 

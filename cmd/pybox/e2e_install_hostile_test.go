@@ -40,6 +40,8 @@ func TestHostileInstallChangesNothing(t *testing.T) {
 		{"sdist", map[string]any{"type": "venv-uv"}, testenv.HostileSdistName, "PYBOX_ALLOW_SDIST=true"},
 		{"venv the install user cannot write", map[string]any{"type": "venv", "image": "pybox-test-rootvenv:latest"},
 			testenv.HostileSdistName, "is not writable by the unprivileged install user 10002"},
+		{"system python", map[string]any{"type": "image", "image": runtimeBase, "python_path": "/usr/bin/python3"},
+			"pyboxother", "site-packages /usr/local/lib/python3.11/dist-packages is not writable by the unprivileged install user 10002"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +75,9 @@ func TestSdistAllowedByPolicy(t *testing.T) {
 	wh := testenv.Wheelhouse(t)
 	testenv.WriteHostileSdist(t, wh)
 	s := packageServer(t, wh, "PYBOX_POLICY=permissive")
+	if got := s.envConfig().Index; !got.AllowSdist {
+		t.Errorf("index under the permissive policy: %+v; want sdists allowed", got)
+	}
 	s.install(testenv.HostileSdistName)
 	const want = "10002 0000000000000000 1 tmpfs denied: PermissionError False\n"
 	if out := s.python(testenv.HostileReport); out != want {
