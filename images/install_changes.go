@@ -87,7 +87,11 @@ func (d packageDirs) outsideError(refused []string) error {
 	if n := len(refused) - len(named); n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
+	sitePackages := d.Purelib
+	if d.Platlib != d.Purelib {
+		sitePackages += ", " + d.Platlib
+	}
 	return fmt.Errorf("%w: the install changed files outside the environment's package directories "+
-		"(%s, %s, the scripts in %s except python*, and %s/{share,include,etc}): %s%s; nothing was committed",
-		ErrInstallFailed, d.Purelib, d.Platlib, d.Scripts, d.Data, strings.Join(named, ", "), more)
+		"(%s, the scripts in %s except python*, and %s/{share,include,etc}): %s%s; nothing was committed",
+		ErrInstallFailed, sitePackages, d.Scripts, d.Data, strings.Join(named, ", "), more)
 }
