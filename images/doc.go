@@ -28,7 +28,12 @@
 // (started with Start, switched with Configure, grown with Install) and
 // persists it, with the last state of every lineage, in a state file that
 // several servers may share; failing to write it is logged, not fatal. An
-// Installer commits each install as a content-addressed layer image. Both
+// Installer commits each install as a content-addressed layer image. An
+// install is no more trusted than user code: its container runs as the
+// unprivileged InstallUser with the runs' hardening, installs wheels only
+// unless Index.AllowSdist, and is committed only when every path it
+// changed lies in the package directories the environment's interpreter
+// reported before the installer ran (packageDirs.allows). Both
 // are safe for concurrent use: environment changes run one at a time, and
 // identical concurrent installs share one container.
 //

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/singleflight"
 
@@ -31,18 +29,24 @@ const (
 	LabelDepth        = "pybox.depth"        // package layers above the base
 	LabelEnvType      = "pybox.env-type"     // environment type that built it
 	layerRepo         = "pybox-env"          // repository of package-layer tags
-	wheelhouseMount   = "/wheelhouse"
+	// wheelhouseMount is inside the install container's /tmp tmpfs, so its
+	// mount point is not a change of the container (nor of the layer).
+	wheelhouseMount = "/tmp/wheelhouse"
 )
 
 // ErrInstallFailed: the installer ran and failed; the error text carries its output.
 var ErrInstallFailed = errors.New("package installation failed")
 
-// Index is where packages come from.
+// Index is where packages come from and in what form.
 type Index struct {
 	URL        string // --index-url; "" = the installer's default (PyPI)
 	ExtraURL   string // --extra-index-url
 	Wheelhouse string // host directory of wheels, mounted read-only; alone, no index is used
 	Network    string // install container network: bridge (default), none, host
+	// AllowSdist lets the installer build source distributions (running
+	// their build code, unprivileged, in the install container) when no
+	// wheel fits; false (the default) installs wheels only.
+	AllowSdist bool
 }
 
 // Owner labels and names the containers an installer creates, so a dead
@@ -112,11 +116,13 @@ func installerFor(env Environment, img engine.Image) string {
 	return "pip"
 }
 
-// layerKey hashes everything that decides a layer's content.
+// layerKey hashes everything that decides a layer's content. Whether
+// sdists were allowed is part of it: a layer that may hold packages built
+// from source (by their own build code) is never reused as a wheels-only one.
 func layerKey(parentID, installer string, python, specs []string, idx Index, wheels string) string {
 	h := sha256.New()
 	for _, part := range []string{parentID, installer, strings.Join(python, "\x00"), strings.Join(specs, "\x00"),
-		idx.URL, idx.ExtraURL, wheels} {
+		idx.URL, idx.ExtraURL, wheels, strconv.FormatBool(idx.AllowSdist)} {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil))
@@ -168,8 +174,25 @@ func specName(spec string) string {
 	return normalizeName(spec[:end])
 }
 
-// command is the install argv for the layer.
+// command is the install container's argv: the environment's interpreter
+// running dirsWrapper, which reports the package directories and then runs
+// the installer.
 func (in *Installer) command(env Environment, l layer) []string {
+	var installer []string
+	if l.installer == "uv" {
+		installer = []string{"uv", "pip", "install", "--no-cache", "--python", "{python}"}
+	} else {
+		installer = []string{"{python}", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
+			"--no-input", "--progress-bar", "off", "--no-user"}
+	}
+	argv := append(slices.Clone(env.Python()), wrapperArgs(installer)...)
+	argv = append(append(argv, in.sourceArgs(l.installer)...), "--")
+	return append(argv, l.specs...)
+}
+
+// sourceArgs are the installer's options for where packages come from and
+// in what form.
+func (in *Installer) sourceArgs(installer string) []string {
 	var args []string
 	switch {
 	case in.Index.Wheelhouse != "" && in.Index.URL == "" && in.Index.ExtraURL == "":
@@ -183,12 +206,13 @@ func (in *Installer) command(env Environment, l layer) []string {
 	if in.Index.ExtraURL != "" {
 		args = append(args, "--extra-index-url", in.Index.ExtraURL)
 	}
-	args = append(append(args, "--"), l.specs...)
-	if l.installer == "uv" {
-		return append([]string{"uv", "pip", "install", "--no-cache", "--python", env.Python()[0]}, args...)
+	switch {
+	case !in.Index.AllowSdist:
+		args = append(args, "--only-binary", ":all:")
+	case installer == "pip":
+		args = append(args, "--prefer-binary")
 	}
-	py := env.Python()
-	return append(append(slices.Clone(py), "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"), args...)
+	return args
 }
 
 // labelsJSON renders the requirement list for a label.
@@ -215,9 +239,9 @@ func commitChanges(env Environment, l layer, now time.Time) []string {
 	for _, kv := range labels {
 		changes = append(changes, "LABEL "+kv[0]+"="+dockerfileQuote(kv[1]))
 	}
-	if l.parent.User != "" {
-		changes = append(changes, "USER "+l.parent.User)
-	}
+	// The container ran as InstallUser; the layer keeps the parent's user
+	// (root when it names none).
+	changes = append(changes, "USER "+orDefaultString(l.parent.User, "0:0"))
 	if len(l.parent.Cmd) > 0 {
 		cmd, _ := json.Marshal(l.parent.Cmd) // a []string always marshals
 		changes = append(changes, "CMD "+string(cmd))
@@ -231,37 +255,6 @@ func dockerfileQuote(v string) string {
 	return `"` + r.Replace(v) + `"`
 }
 
-// installSpec is the install container: the parent image, root inside it
-// (to write the venv) but no capabilities, no workspace, the wheelhouse
-// read-only, and the configured network.
-func (in *Installer) installSpec(env Environment, l layer, out *tailBuffer) engine.Spec {
-	network := orDefaultString(in.Index.Network, "bridge")
-	cfg := &container.Config{
-		Image: l.parent.ID, Cmd: in.command(env, l), User: "0:0", Labels: in.Owner.Labels("install"),
-		Env: []string{"HOME=/root", "PIP_NO_CACHE_DIR=1", "UV_NO_CACHE=1", "UV_PYTHON_DOWNLOADS=never",
-			"PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
-		NetworkDisabled: network == "none", AttachStdout: true, AttachStderr: true,
-	}
-	host := &container.HostConfig{
-		NetworkMode: container.NetworkMode(network), CapDrop: []string{"ALL"},
-		SecurityOpt: []string{"no-new-privileges"}, Init: ptrTrue(), LogConfig: container.LogConfig{Type: "none"},
-		Resources: container.Resources{Memory: 2 << 30, MemorySwap: 2 << 30, NanoCPUs: 2e9, PidsLimit: ptrInt(512)},
-	}
-	if in.Index.Wheelhouse != "" {
-		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: in.Index.Wheelhouse, Target: wheelhouseMount, ReadOnly: true}}
-	}
-	return engine.Spec{Name: in.Owner.ContainerName("install"), Config: cfg, Host: host, Stdout: out, Stderr: out, Timeout: in.timeout()}
-}
-
-func (in *Installer) timeout() time.Duration {
-	if in.Timeout > 0 {
-		return in.Timeout
-	}
-	return 10 * time.Minute
-}
-
-func ptrTrue() *bool        { t := true; return &t }
-func ptrInt(v int64) *int64 { return &v }
 func wheelhouseOK(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {

@@ -69,7 +69,8 @@ type built struct {
 	output string
 }
 
-// build runs the install container and commits it when the installer succeeds.
+// build runs the install container and commits it when the installer
+// succeeded and changed nothing outside the package directories.
 func (in *Installer) build(ctx context.Context, env Environment, l layer) (built, error) {
 	if in.Index.Wheelhouse != "" {
 		if err := wheelhouseOK(in.Index.Wheelhouse); err != nil {
@@ -77,31 +78,19 @@ func (in *Installer) build(ctx context.Context, env Environment, l layer) (built
 		}
 	}
 	out := &tailBuffer{max: 16 << 10}
-	spec := in.installSpec(env, l, out)
+	head := &headWriter{max: 16 << 10, rest: out}
+	spec := in.installSpec(env, l, head, out)
 	spec.OnExit = func(ctx context.Context, id string, exit engine.Exit) error {
 		if exit.Code != 0 || exit.TimedOut || exit.OOMKilled {
 			return nil
 		}
-		_, err := in.Engine.Commit(ctx, id, l.tag(), "pybox install "+strings.Join(l.specs, " "), commitChanges(env, l, time.Now()))
-		return err
+		return in.commit(ctx, id, env, l, head.first())
 	}
 	in.log().Info("installing packages", "specs", l.specs, "installer", l.installer, "parent", l.parentRef, "key", l.key[:12])
 	exit, err := in.Engine.Run(ctx, spec)
 	b := built{output: out.String()}
-	switch {
-	case errors.Is(err, engine.ErrUnreachable):
+	if err := in.failure(exit, err, head.first(), b.output); err != nil {
 		return b, err
-	case err != nil && exit == (engine.Exit{}):
-		return b, fmt.Errorf("%w: the install container could not run on network %q (%v); on a host without a bridge network, "+
-			"install from a wheelhouse with PYBOX_INSTALL_NETWORK=none", ErrInstallFailed, orDefaultString(in.Index.Network, "bridge"), err)
-	case err != nil:
-		return b, err
-	case exit.TimedOut:
-		return b, fmt.Errorf("%w: timed out after %v", ErrInstallFailed, in.timeout())
-	case exit.OOMKilled:
-		return b, fmt.Errorf("%w: the installer ran out of memory", ErrInstallFailed)
-	case exit.Code != 0:
-		return b, fmt.Errorf("%w (exit status %d)", ErrInstallFailed, exit.Code)
 	}
 	img, found, err := in.Engine.InspectImage(ctx, l.tag())
 	if err == nil && !found {
@@ -109,6 +98,50 @@ func (in *Installer) build(ctx context.Context, env Environment, l layer) (built
 	}
 	b.img = img
 	return b, err
+}
+
+// commit checks the exited install container's changes against the
+// package directories it reported and, when all are allowed, commits it
+// as the layer.
+func (in *Installer) commit(ctx context.Context, id string, env Environment, l layer, report string) error {
+	dirs, err := parseDirs(report)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInstallFailed, err)
+	}
+	changes, err := in.Engine.Changes(ctx, id)
+	if err != nil {
+		return err
+	}
+	if refused := dirs.refusedChanges(changes); len(refused) > 0 {
+		in.log().Warn("install refused: changes outside the package directories", "specs", l.specs, "paths", refused)
+		return dirs.outsideError(refused)
+	}
+	_, err = in.Engine.Commit(ctx, id, l.tag(), "pybox install "+strings.Join(l.specs, " "), commitChanges(env, l, time.Now()))
+	return err
+}
+
+// failure turns how the install container ended into the install's error
+// (nil when it succeeded and was committed).
+func (in *Installer) failure(exit engine.Exit, err error, report, output string) error {
+	if dirs, perr := parseDirs(report); perr == nil && len(dirs.Unwritable) > 0 {
+		return dirs.unwritableError()
+	}
+	switch {
+	case errors.Is(err, engine.ErrUnreachable):
+		return err
+	case err != nil && exit == (engine.Exit{}):
+		return fmt.Errorf("%w: the install container could not run on network %q (%v); on a host without a bridge network, "+
+			"install from a wheelhouse with PYBOX_INSTALL_NETWORK=none", ErrInstallFailed, orDefaultString(in.Index.Network, "bridge"), err)
+	case err != nil:
+		return err
+	case exit.TimedOut:
+		return fmt.Errorf("%w: timed out after %v", ErrInstallFailed, in.timeout())
+	case exit.OOMKilled:
+		return fmt.Errorf("%w: the installer ran out of memory", ErrInstallFailed)
+	case exit.Code != 0:
+		return fmt.Errorf("%w (exit status %d)%s", ErrInstallFailed, exit.Code, in.sdistHint(output))
+	}
+	return nil
 }
 
 func (in *Installer) log() *slog.Logger {

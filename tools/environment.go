@@ -42,6 +42,7 @@ type IndexView struct {
 	ExtraIndexURL string `json:"extra_index_url,omitempty"`
 	Wheelhouse    string `json:"wheelhouse,omitempty"`
 	Network       string `json:"install_network"`
+	AllowSdist    bool   `json:"allow_sdist" jsonschema:"whether installs may build source distributions; false: wheels only"`
 }
 
 // LimitsView is the limits in force.
@@ -61,7 +62,8 @@ func (h *handlers) view(env images.Environment) EnvironmentView {
 		Type: env.Type, Variant: env.Variant, BaseImage: env.BaseImage, Image: env.Image, ImageID: env.ImageID,
 		Python: env.Python(), VenvPath: env.VenvPath, CondaName: env.CondaName, PythonPath: env.PythonPath,
 		Requirements: env.Requirements, Layers: env.Depth,
-		Index: IndexView{IndexURL: idx.URL, ExtraIndexURL: idx.ExtraURL, Wheelhouse: idx.Wheelhouse, Network: orDefault(idx.Network, "bridge")},
+		Index: IndexView{IndexURL: idx.URL, ExtraIndexURL: idx.ExtraURL, Wheelhouse: idx.Wheelhouse, Network: orDefault(idx.Network, "bridge"),
+			AllowSdist: idx.AllowSdist},
 	}
 }
 

@@ -59,6 +59,7 @@ type config struct {
 	InstallTime   time.Duration
 	StateDir      string
 	AllowURLReqs  bool
+	AllowSdist    bool
 }
 
 // setting ties a flag to its environment variable.
@@ -110,6 +111,7 @@ func (c *config) settings() []setting {
 		{"install-timeout", "PYBOX_INSTALL_TIMEOUT", "time limit of one install", dur(&c.InstallTime, 10*time.Minute)},
 		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts, and the leases (owners/) that tell which leftover containers are safe to remove", str(&c.StateDir, defaultStateDir())},
 		{"allow-url-requirements", "PYBOX_ALLOW_URL_REQUIREMENTS", "let install_dependencies accept \"name @ https://...\" requirements", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowURLReqs, n, false, u) }},
+		{"allow-sdist", "PYBOX_ALLOW_SDIST", "let installs build source distributions when no wheel fits (their build code runs, unprivileged, in the install container); default wheels only", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowSdist, n, false, u) }},
 	}
 }
 
@@ -324,7 +326,7 @@ func (c *config) initialEnv() images.Environment {
 
 // index is the package index configuration.
 func (c *config) index() (images.Index, error) {
-	idx := images.Index{URL: c.IndexURL, ExtraURL: c.ExtraIndexURL, Wheelhouse: c.Wheelhouse, Network: c.InstallNet}
+	idx := images.Index{URL: c.IndexURL, ExtraURL: c.ExtraIndexURL, Wheelhouse: c.Wheelhouse, Network: c.InstallNet, AllowSdist: c.AllowSdist}
 	switch c.InstallNet {
 	case "bridge", "none", "host":
 	default:

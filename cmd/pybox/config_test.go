@@ -73,6 +73,7 @@ func TestConfigErrors(t *testing.T) {
 		{"max below default", []string{"--timeout", "60s", "--max-timeout", "10s"}, nil, "max timeout"},
 		{"tiny memory", []string{"--memory", "1m"}, nil, "memory"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log level"},
+		{"bad allow-sdist", nil, map[string]string{"PYBOX_ALLOW_SDIST": "sometimes"}, "PYBOX_ALLOW_SDIST"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,24 +94,27 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-func TestPolicyPrecedence(t *testing.T) {
-	parse := func(args []string, env map[string]string) *config {
-		t.Helper()
-		c := &config{}
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c.register(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.applyEnv(fs, func(k string) string { return env[k] }); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.applyPolicy(fs); err != nil {
-			t.Fatal(err)
-		}
-		return c
+// parseWithPolicy parses flags, then env, then the policy, as parseFlags.
+func parseWithPolicy(t *testing.T, args []string, env map[string]string) *config {
+	t.Helper()
+	c := &config{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
 	}
+	if err := c.applyEnv(fs, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.applyPolicy(fs); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPolicyPrecedence(t *testing.T) {
+	parse := func(args []string, env map[string]string) *config { return parseWithPolicy(t, args, env) }
 	c := parse([]string{"--policy", "strict", "--timeout", "3s"}, map[string]string{"PYBOX_MEMORY": "300m"})
 	if c.Timeout != 3*time.Second || c.Memory != "300m" || c.Pids != 64 || c.CPUs != 0.5 {
 		t.Errorf("strict with overrides: timeout %v (flag 3s) memory %q (env 300m) pids %d cpus %v (policy 64, 0.5)",
@@ -124,5 +128,33 @@ func TestPolicyPrecedence(t *testing.T) {
 	}
 	if p := parse(nil, map[string]string{"PYBOX_POLICY": "permissive"}); p.Memory != "2g" || !p.AllowURLReqs {
 		t.Errorf("permissive from the environment: memory %q allow URLs %v", p.Memory, p.AllowURLReqs)
+	}
+}
+
+// TestAllowSdistSetting: wheels only unless the setting or the permissive
+// policy allows source distributions; the setting wins over the policy,
+// and it reaches the installer's index settings.
+func TestAllowSdistSetting(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{nil, nil, false},
+		{nil, map[string]string{"PYBOX_POLICY": "strict"}, false},
+		{nil, map[string]string{"PYBOX_POLICY": "permissive"}, true},
+		{nil, map[string]string{"PYBOX_ALLOW_SDIST": "true"}, true},
+		{[]string{"--allow-sdist"}, map[string]string{"PYBOX_POLICY": "strict"}, true},
+		{nil, map[string]string{"PYBOX_POLICY": "permissive", "PYBOX_ALLOW_SDIST": "false"}, false},
+	}
+	for _, tt := range tests {
+		c := parseWithPolicy(t, tt.args, tt.env)
+		idx, err := c.index()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.AllowSdist != tt.want || idx.AllowSdist != tt.want {
+			t.Errorf("%v %v: allow sdist %v, index %v; want %v", tt.args, tt.env, c.AllowSdist, idx.AllowSdist, tt.want)
+		}
 	}
 }

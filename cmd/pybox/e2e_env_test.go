@@ -237,9 +237,11 @@ func TestEnvironmentSurvivesRestart(t *testing.T) {
 	}
 }
 
+// venv2Dockerfile makes a second venv whose site-packages the install
+// user owns, as a user image must for pybox to install into it.
 const venv2Dockerfile = `FROM ` + runtimeBase + `
 USER root
-RUN /usr/bin/python3 -m venv /opt/venv2
+RUN /usr/bin/python3 -m venv /opt/venv2 && chown -R 10002:10002 "$(/opt/venv2/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 USER 10001:10001
 `
 
@@ -312,15 +314,20 @@ shift
 exec "$prefix/bin/$cmd" "$@"
 `
 
+// condaDockerfile has two envs: ds, whose site-packages the install user
+// owns, and rootonly, left as root made it.
 const condaDockerfile = `FROM ` + runtimeBase + `
 USER root
 COPY conda /usr/local/bin/conda
-RUN chown root:root /usr/local/bin/conda && chmod 0755 /usr/local/bin/conda && /usr/bin/python3 -m venv /opt/conda-envs/ds
+RUN chown root:root /usr/local/bin/conda && chmod 0755 /usr/local/bin/conda && /usr/bin/python3 -m venv /opt/conda-envs/ds && \
+    chown -R 10002:10002 "$(/opt/conda-envs/ds/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" && \
+    /usr/bin/python3 -m venv /opt/conda-envs/rootonly
 USER 10001:10001
 `
 
 // TestCondaEnvironment drives the conda plumbing (conda run for programs,
-// probes and pip installs) against a stand-in conda.
+// probes and pip installs) against a stand-in conda; an env whose
+// site-packages the install user cannot write is refused clearly.
 func TestCondaEnvironment(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
@@ -353,5 +360,12 @@ func TestCondaEnvironment(t *testing.T) {
 	}
 	if st := s.check("pyboxdemo"); !st.Installed || st.Version != "1.0" {
 		t.Errorf("check in the conda environment: %+v; want pyboxdemo 1.0", st)
+	}
+
+	s.configure(map[string]any{"type": "conda", "conda_name": "rootonly", "image": "pybox-test-conda:latest"})
+	res = s.call("install_dependencies", map[string]any{"packages": []string{"pyboxdemo"}})
+	const want = "site-packages /opt/conda-envs/rootonly/lib/python3.11/site-packages is not writable by the unprivileged install user 10002"
+	if !res.IsError || !strings.Contains(text(res), want) {
+		t.Errorf("install into a conda env the install user cannot write: isError=%v text=%q; want a tool error saying %q", res.IsError, text(res), want)
 	}
 }

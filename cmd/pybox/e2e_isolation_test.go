@@ -124,7 +124,16 @@ func attackPlantedModules(t *testing.T) {
 			t.Errorf("run %d after planting: %+v", i, out)
 		}
 	}
-	time.Sleep(2 * time.Second) // give idle warm containers time to misbehave
+	// The pool refilled after the last run: once its containers exist, give
+	// their runners (started on the planted workspace) time to misbehave.
+	deadline := time.Now().Add(60 * time.Second)
+	for pooled(s) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the warm pool did not refill")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
 	if m := markers(t, s.storage); len(m) > 0 {
 		t.Errorf("planted modules ran outside the programs that import them: %v", m)
 	}
@@ -137,6 +146,17 @@ func attackPlantedModules(t *testing.T) {
 	if out.Stdout != "hello []\n" || out.ExitCode != 0 {
 		t.Errorf("new kernel on a folder with planted modules: %+v", out)
 	}
+}
+
+// pooled counts the server's running warm-pool containers.
+func pooled(s *server) int {
+	n := 0
+	for _, c := range s.containers() {
+		if c.Labels["pybox.role"] == "pool" && c.State == "running" {
+			n++
+		}
+	}
+	return n
 }
 
 // attackConcurrentOutputs: a run that writes into other runs' output

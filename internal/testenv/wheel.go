@@ -41,3 +41,16 @@ func Wheelhouse(t testing.TB) string {
 	}
 	return dir
 }
+
+// Sdist describes a source distribution with an in-tree build backend.
+type Sdist = wheel.Sdist
+
+// WriteSdist builds s as a source distribution in dir and returns its path.
+func WriteSdist(t testing.TB, dir string, s Sdist) string {
+	t.Helper()
+	path, err := wheel.WriteSdist(dir, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,6 +1,7 @@
 // Package wheel writes minimal pure-Python wheels (a zip with the module,
-// METADATA, WHEEL and RECORD). Tests and the benchmark use it to install
-// packages without any package index.
+// METADATA, WHEEL and RECORD) and source distributions with an in-tree
+// build backend. Tests and the benchmark use it to install packages
+// without any package index.
 package wheel
 
 import (
@@ -9,8 +10,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +23,9 @@ type Wheel struct {
 	Version  string   // e.g. "1.0"
 	Requires []string // Requires-Dist lines, e.g. "pyboxbase>=1"
 	Code     string   // the module's __init__.py
+	// Files are further archive members by path, e.g. the data file
+	// "name-1.0.data/scripts/tool" (installed into the scripts directory).
+	Files map[string]string
 }
 
 // Write builds w in dir and returns the wheel's path.
@@ -34,6 +40,9 @@ func Write(dir string, w Wheel) (string, error) {
 		{module + "/__init__.py", w.Code},
 		{dist + ".dist-info/METADATA", meta},
 		{dist + ".dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: pybox\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.Files)) {
+		files = append(files, [2]string{name, w.Files[name]})
 	}
 	var record strings.Builder
 	for _, f := range files {

@@ -1,0 +1,40 @@
+package testenv
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// BuildImage builds tag from a Dockerfile alone (no other build context)
+// and removes it when the test ends. Call it before anything that commits
+// layers on it, so those (removed by their own, later cleanups) go first.
+func BuildImage(t testing.TB, eng *engine.Client, tag, dockerfile string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	hdr := &tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: time.Now()}
+	if err := tw.WriteHeader(hdr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte(dockerfile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := eng.RemoveImage(ctx, tag); err != nil {
+			t.Errorf("removing test image %s: %v", tag, err)
+		}
+	})
+	if err := eng.BuildImage(t.Context(), &buf, "Dockerfile", tag, nil, map[string]string{"pybox.test": "true"}, nil); err != nil {
+		t.Fatalf("build %s: %v", tag, err)
+	}
+}
