@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pybox-dev/pybox/internal/engine"
@@ -18,9 +19,10 @@ import (
 // frame comes from the runner's supervisor (PID 1, unreachable from the
 // program), so what a turn reports is what the program really did.
 type conn struct {
-	k      *engine.Attached
-	frames *bufio.Reader
-	diag   *tailWriter // the runner's own stderr (it writes there only when it refuses to start)
+	k       *engine.Attached
+	frames  *bufio.Reader
+	diag    *tailWriter    // the runner's own stderr (it writes there only when it refuses to start)
+	writers sync.WaitGroup // request writes under way
 }
 
 // dial starts spec's container (its command must be the runner) and waits
@@ -123,13 +125,25 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 	return res, lost, err
 }
 
-// exchange sends req and relays its frames until its done frame.
+// exchange sends req and relays its frames until its done frame. The
+// request is written while frames are read: the runner relays output and
+// reads requests in one loop, so a runner busy writing output a session's
+// thread left (nobody reads between calls) takes a large request only once
+// we read. The writer is awaited here, or by destroy when the turn fails.
 func (c *conn) exchange(req request, stdout, stderr io.Writer) turnEnd {
-	if _, err := c.k.Write(req.encode()); err != nil {
-		return turnEnd{err: fmt.Errorf("send to the runner: %w", err)}
-	}
+	sent := make(chan error, 1)
+	c.writers.Go(func() {
+		_, err := c.k.Write(req.encode())
+		sent <- err
+	})
 	code, err := c.collect(req.Nonce, stdout, stderr)
-	return turnEnd{code: code, err: err}
+	if err != nil {
+		return turnEnd{err: err} // the container goes; destroy waits for the writer
+	}
+	if werr := <-sent; werr != nil { // cannot happen after a done frame, which needs the whole request
+		return turnEnd{err: fmt.Errorf("send to the runner: %w", werr)}
+	}
+	return turnEnd{code: code}
 }
 
 // collect relays out and err frames until the done frame of nonce. Output
@@ -189,11 +203,13 @@ func (c *conn) exited() (engine.Exit, bool) {
 	}
 }
 
-// destroy removes the container; safe to call more than once.
+// destroy removes the container, which ends any request write, and waits
+// for those; safe to call more than once.
 func (c *conn) destroy(ctx context.Context, log *slog.Logger) {
 	if err := c.k.Destroy(ctx); err != nil {
 		log.Error("container not removed", "container_id", shortID(c.k.ID), "err", err)
 	}
+	c.writers.Wait()
 }
 
 func shortID(id string) string { return id[:min(len(id), 12)] }

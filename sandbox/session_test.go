@@ -353,3 +353,23 @@ func TestSessionFloodHitsCapAndDeadline(t *testing.T) {
 		t.Errorf("containers after the flood: %v", left)
 	}
 }
+
+// TestSessionBigRequestWhileThreadFloods: a thread of an earlier program
+// floods output while no call reads it, so the runner is stuck writing;
+// the next call's large request still gets through (the request is sent
+// while the output is read), instead of both sides waiting for the deadline.
+func TestSessionBigRequestWhileThreadFloods(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.Config{})
+	run(t, sb, "flood", "import os, threading\n"+
+		"threading.Thread(target=lambda: [os.write(1, b'x' * 65536) for _ in range(200)], daemon=True).start()")
+	time.Sleep(time.Second) // let the flood fill every buffer between the thread and us
+	big := "print('big ok')\n#" + strings.Repeat("y", 1<<20) + "\n"
+	res, err := sb.RunInSession(t.Context(), "flood", sandbox.SessionProgram{Code: big, Timeout: 30 * time.Second})
+	if err != nil || res.TimedOut || res.SessionLost || !strings.HasSuffix(res.Stdout, "big ok\n") && !res.Truncated {
+		t.Fatalf("big request after a flood: err %v timed_out %v lost %v stdout tail %q", err, res.TimedOut, res.SessionLost,
+			res.Stdout[max(0, len(res.Stdout)-20):])
+	}
+	if res.Duration > 20*time.Second {
+		t.Errorf("the call took %v; want it to go through without waiting for a deadline", res.Duration)
+	}
+}
