@@ -2,6 +2,7 @@ package images
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -136,15 +137,44 @@ func checkLayout(t *testing.T, eng *engine.Client, img engine.Image) {
 	}
 }
 
-// checkRunner runs a program through the runner, as the sandbox does.
+// checkRunner runs a program through the runner as the sandbox does: the
+// runner is PID 1 (the shell execs it), takes one framed request on stdin
+// and answers in frames.
 func checkRunner(t *testing.T, eng *engine.Client) {
 	t.Helper()
-	prog := "import sys; print('argv', sys.argv[1:]); print(6 * 7)"
+	prog := "import sys; print('argv', sys.argv); print(6 * 7)"
+	req := `{"nonce": "n1", "file": "/tmp/p.py", "stdin": null}`
 	out := sandboxRun(t, eng, Tag("base"), nil, nil, "/bin/sh", "-c",
-		`printf '%s\n' "$1" > /tmp/p.py && exec `+VenvPython+` -c "$2" run /tmp/p.py x y`, "sh", prog, RunnerArgs()[1])
-	if want := "argv ['x', 'y']\n42\n"; out != want {
-		t.Errorf("runner output = %q, want %q", out, want)
+		`printf '%s\n' "$1" > /tmp/p.py && printf '%d\n%s' "${#3}" "$3" > /tmp/req && exec `+VenvPython+` "$4" "$5" "$6" "$2" once < /tmp/req`,
+		"sh", prog, RunnerArgs()[3], req, RunnerArgs()[0], RunnerArgs()[1], RunnerArgs()[2])
+	got, err := unframe(out)
+	want := []string{"ready - ", "out n1 argv ['/tmp/p.py']\n42\n", `done n1 {"code": 0}`}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("runner output %q = %q, %v; want %q", out, got, err, want)
 	}
+}
+
+// unframe decodes "PYBOX <nonce> <kind> <len>\n<payload>" frames into
+// "<kind> <nonce> <payload>", joining consecutive frames of one kind and
+// nonce (output may come in any number of frames).
+func unframe(s string) ([]string, error) {
+	var out []string
+	last := ""
+	for s != "" {
+		var nonce, kind string
+		var n int
+		head, rest, ok := strings.Cut(s, "\n")
+		if _, err := fmt.Sscanf(head, "PYBOX %s %s %d", &nonce, &kind, &n); !ok || err != nil || n > len(rest) {
+			return out, fmt.Errorf("bad frame at %.40q", s)
+		}
+		if key := kind + " " + nonce + " "; key == last {
+			out[len(out)-1] += rest[:n]
+		} else {
+			out, last = append(out, key+rest[:n]), key
+		}
+		s = rest[n:]
+	}
+	return out, nil
 }
 
 // TestOnlineBuild builds online. Without a registry (this project's CI) it
