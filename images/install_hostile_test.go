@@ -63,7 +63,7 @@ func newHostile(t *testing.T, idx images.Index, envs ...string) *hostile {
 		want := images.Environment{}
 		if df, ok := testImages[name]; ok {
 			tag := "pybox-test-install-" + strings.ReplaceAll(name, " ", "-") + ":latest"
-			testenv.BuildImage(t, eng, tag, df)
+			testenv.BuildImage(t, eng, tag, df, nil)
 			want = images.Environment{Type: images.EnvVenv, BaseImage: tag}
 		}
 		env, err := want.Normalize()

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -52,38 +48,20 @@ func (s *server) python(code string) string {
 	return out.Stdout + out.Stderr
 }
 
-// buildTestImage builds tag from a Dockerfile and executable files in a tar
-// build context and removes it when the test ends. Call it before starting
-// servers, so the package layers they commit on it are removed first.
-func buildTestImage(t *testing.T, eng *engine.Client, tag, dockerfile string, executables map[string]string) {
+// refusedKeepsEnv calls tool, which must refuse with an error containing
+// wantErr and leave the environment and its saved state as they were.
+func (s *server) refusedKeepsEnv(t *testing.T, statePath, tool string, args map[string]any, wantErr string) {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(name, body string, mode int64) {
-		hdr := &tar.Header{Name: name, Mode: mode, Size: int64(len(body)), ModTime: time.Now()}
-		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
+	before, savedBefore := s.envConfig(), readFile(t, statePath)
+	res := s.call(tool, args)
+	if !res.IsError || !strings.Contains(text(res), wantErr) {
+		t.Errorf("isError=%v text=%q; want a tool error containing %q", res.IsError, text(res), wantErr)
 	}
-	add("Dockerfile", dockerfile, 0o644)
-	for name, body := range executables {
-		add(name, body, 0o755)
+	if diff := cmp.Diff(before, s.envConfig()); diff != "" {
+		t.Errorf("the environment changed (-before +after):\n%s", diff)
 	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := eng.RemoveImage(ctx, tag); err != nil {
-			t.Errorf("removing test image %s: %v", tag, err)
-		}
-	})
-	if err := eng.BuildImage(t.Context(), &buf, "Dockerfile", tag, nil, map[string]string{"pybox.test": "true"}, nil); err != nil {
-		t.Fatalf("build %s: %v", tag, err)
+	if saved := readFile(t, statePath); saved != savedBefore {
+		t.Errorf("the saved state changed:\n%s\n->\n%s", savedBefore, saved)
 	}
 }
 
@@ -172,17 +150,7 @@ func TestConfigureRejectsAndChangesNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before, savedBefore := s.envConfig(), readFile(t, statePath)
-			res := s.call("configure_environment", tt.args)
-			if !res.IsError || !strings.Contains(text(res), tt.wantErr) {
-				t.Errorf("isError=%v text=%q; want a tool error containing %q", res.IsError, text(res), tt.wantErr)
-			}
-			if diff := cmp.Diff(before, s.envConfig()); diff != "" {
-				t.Errorf("the environment changed (-before +after):\n%s", diff)
-			}
-			if saved := readFile(t, statePath); saved != savedBefore {
-				t.Errorf("the saved state changed:\n%s\n->\n%s", savedBefore, saved)
-			}
+			s.refusedKeepsEnv(t, statePath, "configure_environment", tt.args, tt.wantErr)
 		})
 	}
 	if out := s.python("import sys; print(sys.prefix)"); out != "/usr\n" {
@@ -250,7 +218,7 @@ USER 10001:10001
 func TestEnvironmentCachesDoNotMix(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	buildTestImage(t, eng, "pybox-test-venv2:latest", venv2Dockerfile, nil)
+	testenv.BuildImage(t, eng, "pybox-test-venv2:latest", venv2Dockerfile, nil)
 	s := packageServer(t, testenv.Wheelhouse(t))
 	a := s.install("pyboxbase==1.0")
 	if st := s.check("pyboxbase"); !st.Installed || st.Version != "1.0" {
@@ -331,7 +299,7 @@ USER 10001:10001
 func TestCondaEnvironment(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	buildTestImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})
+	testenv.BuildImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})
 	s := packageServer(t, testenv.Wheelhouse(t))
 
 	before := s.envConfig()

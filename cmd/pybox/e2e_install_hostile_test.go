@@ -2,10 +2,7 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
@@ -26,7 +23,7 @@ USER 10001:10001
 func TestHostileInstallChangesNothing(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	buildTestImage(t, eng, "pybox-test-rootvenv:latest", rootVenvDockerfile, nil)
+	testenv.BuildImage(t, eng, "pybox-test-rootvenv:latest", rootVenvDockerfile, nil)
 	wh, stateDir := testenv.Wheelhouse(t), t.TempDir()
 	testenv.WriteHostileSdist(t, wh)
 	s := packageServer(t, wh, "PYBOX_STATE_DIR="+stateDir)
@@ -46,17 +43,8 @@ func TestHostileInstallChangesNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s.configure(tt.env)
-			before, savedBefore, layersBefore := s.envConfig(), readFile(t, statePath), s.layerImages()
-			res := s.call("install_dependencies", map[string]any{"packages": []string{tt.install}})
-			if !res.IsError || !strings.Contains(text(res), tt.wantErr) {
-				t.Errorf("isError=%v text=%q; want a tool error containing %q", res.IsError, text(res), tt.wantErr)
-			}
-			if diff := cmp.Diff(before, s.envConfig()); diff != "" {
-				t.Errorf("the environment changed (-before +after):\n%s", diff)
-			}
-			if saved := readFile(t, statePath); saved != savedBefore {
-				t.Errorf("the saved state changed:\n%s\n->\n%s", savedBefore, saved)
-			}
+			layersBefore := s.layerImages()
+			s.refusedKeepsEnv(t, statePath, "install_dependencies", map[string]any{"packages": []string{tt.install}}, tt.wantErr)
 			if got := s.layerImages(); got != layersBefore {
 				t.Errorf("package-layer images: %d before, %d after the refused install", layersBefore, got)
 			}

@@ -10,19 +10,26 @@ import (
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
-// BuildImage builds tag from a Dockerfile alone (no other build context)
-// and removes it when the test ends. Call it before anything that commits
-// layers on it, so those (removed by their own, later cleanups) go first.
-func BuildImage(t testing.TB, eng *engine.Client, tag, dockerfile string) {
+// BuildImage builds tag from a Dockerfile and executable files (name ->
+// content; may be nil) in a tar build context, and removes it when the
+// test ends. Call it before anything that commits layers on it (servers,
+// installers), so those, removed by their own later cleanups, go first.
+func BuildImage(t testing.TB, eng *engine.Client, tag, dockerfile string, executables map[string]string) {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	hdr := &tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: time.Now()}
-	if err := tw.WriteHeader(hdr); err != nil {
-		t.Fatal(err)
+	add := func(name, body string, mode int64) {
+		hdr := &tar.Header{Name: name, Mode: mode, Size: int64(len(body)), ModTime: time.Now()}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := tw.Write([]byte(dockerfile)); err != nil {
-		t.Fatal(err)
+	add("Dockerfile", dockerfile, 0o644)
+	for name, body := range executables {
+		add(name, body, 0o755)
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
