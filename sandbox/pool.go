@@ -21,8 +21,11 @@ import (
 // called.
 
 const (
-	poolKeys    = 2               // environments kept warm at once (the most recent)
-	poolMaxIdle = 5 * time.Minute // a warm container idle longer is replaced
+	poolKeys     = 2                // environments kept warm at once (the most recent)
+	poolMaxIdle  = 5 * time.Minute  // a warm container idle longer is replaced
+	demandWindow = 10 * time.Second // runs started this recently count as demand
+	shrinkAfter  = 30 * time.Second // extra containers idle this long go
+	poolCeiling  = 8                // most ready containers per environment
 )
 
 // warm is one ready container and the output folder mounted into it.
@@ -33,15 +36,60 @@ type warm struct {
 	started     time.Time
 }
 
-// pool holds the ready containers by key; see Sandbox.takeWarm.
+// pool holds the ready containers by key; see Sandbox.takeWarm. Its size
+// per key follows demand: the runs started in the last demandWindow plus
+// those running, between floor and ceiling; extras idle for shrinkAfter go.
 type pool struct {
-	size    int
-	mu      sync.Mutex
-	idle    map[string][]*warm
-	filling map[string]int
-	recent  []string // keys, most recent last
-	closed  bool
-	wg      sync.WaitGroup // fills and background removals
+	floor, ceiling int
+	mu             sync.Mutex
+	idle           map[string][]*warm
+	filling        map[string]int
+	demand         map[string]*demand
+	recent         []string // keys, most recent last
+	closed         bool
+	wg             sync.WaitGroup // fills and background removals
+}
+
+// newPool returns a pool keeping floor ready containers per key, up to
+// ceiling under demand; floor 0 disables it.
+func newPool(floor, ceiling int) pool {
+	return pool{floor: floor, ceiling: max(floor, ceiling), idle: map[string][]*warm{},
+		filling: map[string]int{}, demand: map[string]*demand{}}
+}
+
+// demand is a key's recent use.
+type demand struct {
+	starts  []time.Time // recent run starts, oldest first
+	running int
+}
+
+// target is how many ready containers key should have now. Called with mu held.
+func (pl *pool) target(key string, now time.Time) int {
+	d := pl.demand[key]
+	if d == nil {
+		return pl.floor
+	}
+	recent := 0
+	for _, t := range d.starts {
+		if now.Sub(t) < demandWindow {
+			recent++
+		}
+	}
+	return min(max(pl.floor, recent+d.running), pl.ceiling)
+}
+
+// started records a run of key. Called with mu held.
+func (pl *pool) started(key string, now time.Time) {
+	d := pl.demand[key]
+	if d == nil {
+		d = &demand{}
+		pl.demand[key] = d
+	}
+	d.starts = append(d.starts, now)
+	if len(d.starts) > 2*pl.ceiling {
+		d.starts = d.starts[len(d.starts)-2*pl.ceiling:]
+	}
+	d.running++
 }
 
 // poolKey is what a warm container must match: image, interpreter and the
@@ -50,14 +98,16 @@ func poolKey(p Program) string {
 	return p.Image + "\x00" + strings.Join(p.Python, "\x00") + "\x00" + p.Workspace
 }
 
-// takeWarm returns a ready container for p, or nil, and asks for a refill.
+// takeWarm returns a ready container for p, or nil, and counts the run
+// as demand; ranDone must follow when the run is over.
 func (s *Sandbox) takeWarm(p Program) *warm {
-	if s.pool.size <= 0 || p.Workspace == "" {
+	if s.pool.floor <= 0 || p.Workspace == "" {
 		return nil
 	}
 	key := poolKey(p)
 	s.pool.mu.Lock()
 	s.pool.touch(key, s.log)
+	s.pool.started(key, time.Now())
 	var got *warm
 	for got == nil && len(s.pool.idle[key]) > 0 {
 		w := s.pool.idle[key][0]
@@ -69,8 +119,34 @@ func (s *Sandbox) takeWarm(p Program) *warm {
 		}
 	}
 	s.pool.mu.Unlock()
-	s.refill(key, p)
 	return got
+}
+
+// PoolReady is how many ready containers the warm pool holds, all
+// environments together.
+func (s *Sandbox) PoolReady() int {
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	n := 0
+	for _, ws := range s.pool.idle {
+		n += len(ws)
+	}
+	return n
+}
+
+// ranDone ends a run counted by takeWarm and refills p's key: after the
+// run, so the refill's container starts do not compete with it.
+func (s *Sandbox) ranDone(p Program) {
+	if s.pool.floor <= 0 || p.Workspace == "" {
+		return
+	}
+	key := poolKey(p)
+	s.pool.mu.Lock()
+	if d := s.pool.demand[key]; d != nil {
+		d.running--
+	}
+	s.pool.mu.Unlock()
+	s.refill(key, p)
 }
 
 // touch makes key the most recent; keys beyond poolKeys are drained.
@@ -87,6 +163,7 @@ func (pl *pool) touch(key string, log *slog.Logger) {
 			pl.dropLater(w, log)
 		}
 		delete(pl.idle, old)
+		delete(pl.demand, old)
 	}
 }
 
@@ -125,7 +202,7 @@ func (s *Sandbox) refill(key string, p Program) {
 	if s.pool.closed {
 		return
 	}
-	need := s.pool.size - len(s.pool.idle[key]) - s.pool.filling[key]
+	need := s.pool.target(key, time.Now()) - len(s.pool.idle[key]) - s.pool.filling[key]
 	for range max(need, 0) {
 		s.pool.filling[key]++
 		s.pool.wg.Go(func() { s.fill(key, p) })
@@ -171,6 +248,25 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm,
 		return nil, err
 	}
 	return &warm{conn: c, outputs: outputs, outputsNote: note, started: time.Now()}, nil
+}
+
+// sweep drops idle containers that are stale, or beyond their key's
+// target for longer than shrinkAfter.
+func (pl *pool) sweep(now time.Time, log *slog.Logger) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for key, ws := range pl.idle {
+		keep := ws[:0]
+		want := pl.target(key, now)
+		for _, w := range ws {
+			if !w.usable() || (len(keep) >= want && now.Sub(w.started) > shrinkAfter) {
+				pl.dropLater(w, log)
+				continue
+			}
+			keep = append(keep, w)
+		}
+		pl.idle[key] = keep
+	}
 }
 
 // close removes every idle container and waits for fills and removals.

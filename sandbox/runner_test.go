@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,14 +68,19 @@ func (c runnerCase) check(t *testing.T, res sandbox.Result) {
 }
 
 // TestRunnerRunMode: one-shot programs behave as under `python FILE`.
+// They share one workspace (made before the sandbox, so it outlives the
+// warm containers the pool keeps for it), a file each.
 func TestRunnerRunMode(t *testing.T) {
+	ws := workspace(t, "")
 	sb, _ := newSandbox(t, sandbox.Config{MaxConcurrent: 2})
 	cases := append(runnerCases, runnerCase{name: "thread outlives main",
 		code: "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('late'))).start()", stdout: "late\n"})
-	for _, c := range cases {
+	for i, c := range cases {
+		file := fmt.Sprintf("case%d.py", i)
+		writeFile(t, ws, file, c.code)
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := sb.Run(t.Context(), sandbox.Program{Workspace: workspace(t, c.code), File: "main.py", Stdin: c.stdin})
+			res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: file, Stdin: c.stdin})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,7 +34,7 @@ type Config struct {
 	QueueWait     time.Duration  // how long a run waits for a slot; default 30s
 	MaxSessions   int            // live sessions at once; default 8
 	SessionTTL    time.Duration  // idle time after which a session ends; default 15 minutes
-	WarmPool      int            // ready containers kept per environment; default 2, negative disables
+	WarmPool      int            // ready containers kept per environment at least (more under demand, up to 2×MaxConcurrent, at most 8); default 2, negative disables
 	// RunsDir is a host directory that no container mounts, where each
 	// stateless run gets its private output folder (see Outputs); "" = runs
 	// get none. The Sandbox uses a subfolder of its own and removes it on Close.
@@ -95,7 +95,7 @@ func New(cfg Config) (*Sandbox, error) {
 		slots:  semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
 		owner:  owner,
 		sess:   sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
-		pool:   pool{size: max(orDefault(cfg.WarmPool, 2), 0), idle: map[string][]*warm{}, filling: map[string]int{}},
+		pool:   newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling)),
 		leases: held,
 	}
 	if cfg.RunsDir != "" {
@@ -167,6 +167,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	}
 	defer s.slots.Release(1)
 	w := s.takeWarm(p)
+	defer s.ranDone(p)
 	if w == nil {
 		var err error
 		if w, err = s.startOnce(ctx, p, "run"); err != nil {

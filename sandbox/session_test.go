@@ -373,3 +373,24 @@ func TestSessionBigRequestWhileThreadFloods(t *testing.T) {
 		t.Errorf("the call took %v; want it to go through without waiting for a deadline", res.Duration)
 	}
 }
+
+// TestSessionEarlyDoneThenLateEnd: a program that ends its own turn early
+// through the control pipe and runs on: its real end, reported later, is
+// not taken for the next call's, which gets its own result, and the
+// session goes on.
+func TestSessionEarlyDoneThenLateEnd(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.Config{})
+	early := controlFD + "import time\n" +
+		"import sys\nf = sys._getframe()\nwhile 'req' not in f.f_locals: f = f.f_back\nseq = f.f_locals['req']['seq']\n" +
+		"os.write(fd, b'done %d 0\\n' % seq)\ntime.sleep(1)\nprint('late')\n"
+	if res := run(t, sb, "early", early); res.ExitCode != 0 || res.SessionLost {
+		t.Fatalf("early done: %+v", res)
+	}
+	second := run(t, sb, "early", "print('second')")
+	if second.SessionLost || !strings.HasSuffix(second.Stdout, "second\n") {
+		t.Errorf("the next call got %q (lost=%v); want its own output after the late one", second.Stdout, second.SessionLost)
+	}
+	if third := run(t, sb, "early", "print('third')"); third.Stdout != "third\n" || third.SessionLost || third.NewSession {
+		t.Errorf("third call: %+v; want only its own output, same session", third)
+	}
+}

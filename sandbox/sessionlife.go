@@ -26,17 +26,19 @@ func (ss *session) idleSince(t time.Time) bool {
 	return !ss.busy && ss.lastUsed.Before(t)
 }
 
-// reap retires sessions idle for longer than the TTL, until Close.
+// reap retires sessions idle for longer than the TTL and shrinks the warm
+// pool, until Close.
 func (s *Sandbox) reap() {
 	defer s.sess.wg.Done()
-	tick := time.NewTicker(max(s.cfg.SessionTTL/4, 100*time.Millisecond))
+	tick := time.NewTicker(min(max(s.cfg.SessionTTL/4, 100*time.Millisecond), 5*time.Second))
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.sess.stop:
 			return
-		case <-tick.C:
-			s.expire(time.Now().Add(-s.cfg.SessionTTL))
+		case now := <-tick.C:
+			s.expire(now.Add(-s.cfg.SessionTTL))
+			s.pool.sweep(now, s.log)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func (c *config) settings() []setting {
 		{"output-limit", "PYBOX_OUTPUT_LIMIT", "cap per output stream (e.g. 1m)", str(&c.OutputLimit, "1m")},
 		{"max-concurrent", "PYBOX_MAX_CONCURRENT", "programs running at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxConcurrent, n, 4, u) }},
 		{"queue-wait", "PYBOX_QUEUE_WAIT", "how long a run waits for a free slot before a busy error", dur(&c.QueueWait, 30*time.Second)},
-		{"warm-pool", "PYBOX_WARM_POOL", "ready containers kept per environment for fast runs (0 disables)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.WarmPool, n, 2, u) }},
+		{"warm-pool", "PYBOX_WARM_POOL", "ready containers kept per environment for fast runs, at least (more under demand; 0 disables)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.WarmPool, n, 2, u) }},
 		{"max-sessions", "PYBOX_MAX_SESSIONS", "live stateful sessions at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxSessions, n, 8, u) }},
 		{"session-ttl", "PYBOX_SESSION_TTL", "idle time after which a session ends", dur(&c.SessionTTL, 15*time.Minute)},
 		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program (or stdin text, or appended chunk) accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},

@@ -43,11 +43,8 @@ func TestHostileInstallChangesNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s.configure(tt.env)
-			layersBefore := s.layerImages()
 			s.refusedKeepsEnv(t, statePath, "install_dependencies", map[string]any{"packages": []string{tt.install}}, tt.wantErr)
-			if got := s.layerImages(); got != layersBefore {
-				t.Errorf("package-layer images: %d before, %d after the refused install", layersBefore, got)
-			}
+			noLayerWith(t, s.eng, tt.install)
 			const probe = "import os, importlib.util as u; print(os.path.exists('/etc/pybox-pwned'), u.find_spec('pyboxevilsdist'))"
 			if out := s.python(probe); out != "False None\n" {
 				t.Errorf("programs see (/etc/pybox-pwned exists, pyboxevilsdist): %q; want False None", out)

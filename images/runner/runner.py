@@ -25,7 +25,7 @@ or from site-packages until a program's request has arrived.
         abort (why the worker was ended: it broke its control pipe)
 
 The nonce (a per-request secret) never reaches the worker. In kernel mode
-the worker reports the end of each program on a control pipe ("done N"),
+the worker reports the end of each program on a control pipe ("done SEQ N"),
 which the program, running in the worker, can reach too: it can end its
 own turn early (as it could by returning while a thread runs on), but
 anything else it writes there discards the session. In once mode there is
@@ -94,6 +94,7 @@ class Supervisor:
         self.pending = b""  # request bytes not yet written to the worker
         self.served = False  # a request has been taken (once: the one)
         self.closing = False  # stdin ended: the worker gets no more requests
+        self.seq = 0  # requests forwarded to the worker
         self.ctl = b""
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -141,6 +142,8 @@ class Supervisor:
             if not self.pending:
                 self.poller.register(self.req_w, select.POLLOUT)
             self.nonce = str(req.pop("nonce", "-"))
+            self.seq += 1
+            req["seq"] = self.seq  # the worker's done names it: a late one is dropped
             self.served = True
             body = json.dumps(req).encode()
             self.pending += b"%d\n" % len(body) + body
@@ -192,11 +195,13 @@ class Supervisor:
         while b"\n" in self.ctl:
             line, self.ctl = self.ctl.split(b"\n", 1)
             word = line.split(b" ")
-            if len(word) != 2 or word[0] != b"done" or not word[1].isdigit():
+            if len(word) != 3 or word[0] != b"done" or not (word[1].isdigit() and word[2].isdigit()):
                 self.broken("the program wrote into the runner's control pipe")
                 return
+            if int(word[1]) != self.seq:  # an earlier request's end, reported late: its call is over
+                continue
             self.drain()
-            frame(self.nonce, "done", json.dumps({"code": int(word[1]) & 0xFF}).encode())
+            frame(self.nonce, "done", json.dumps({"code": int(word[2]) & 0xFF}).encode())
 
     def broken(self, why):
         """End the worker and tell pybox why (it discards the container)."""

@@ -253,7 +253,7 @@ class Kernel:
             status = self.execute(req)
             for f in (sys.stdout, sys.stderr):
                 quietly(lambda: f.flush())
-            os.write(self.ctl, b"done %d\n" % status)
+            os.write(self.ctl, b"done %d %d\n" % (req.get("seq", 0), status))
 
 
 def worker(mode, requests_fd, ctl_fd):
