@@ -26,6 +26,8 @@ const (
 	demandWindow = 10 * time.Second // runs started this recently count as demand
 	shrinkAfter  = 30 * time.Second // extra containers idle this long go
 	poolCeiling  = 8                // most ready containers per environment
+	maxFills     = 2                // containers being started for the pool at once
+	joinWait     = time.Second      // how long a run waits for a container being started
 )
 
 // warm is one ready container and the output folder mounted into it.
@@ -44,6 +46,8 @@ type pool struct {
 	mu             sync.Mutex
 	idle           map[string][]*warm
 	filling        map[string]int
+	waiting        map[string]int // runs waiting for a fill, by key
+	changed        chan struct{}  // closed when a fill ends; see changes
 	demand         map[string]*demand
 	recent         []string // keys, most recent last
 	closed         bool
@@ -54,7 +58,7 @@ type pool struct {
 // ceiling under demand; floor 0 disables it.
 func newPool(floor, ceiling int) pool {
 	return pool{floor: floor, ceiling: max(floor, ceiling), idle: map[string][]*warm{},
-		filling: map[string]int{}, demand: map[string]*demand{}}
+		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}}
 }
 
 // demand is a key's recent use.
@@ -99,27 +103,57 @@ func poolKey(p Program) string {
 }
 
 // takeWarm returns a ready container for p, or nil, and counts the run
-// as demand; ranDone must follow when the run is over.
-func (s *Sandbox) takeWarm(p Program) *warm {
+// as demand; ranDone must follow when the run is over. When none is ready
+// but one is being started for p (and not already awaited by another run),
+// it waits for that one, up to joinWait: a container part-way up is ready
+// sooner than a new one, and starting another would only compete with it.
+func (s *Sandbox) takeWarm(ctx context.Context, p Program) *warm {
 	if s.pool.floor <= 0 || p.Workspace == "" {
 		return nil
 	}
 	key := poolKey(p)
+	wait, cancel := context.WithTimeout(ctx, joinWait)
+	defer cancel()
 	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
 	s.pool.touch(key, s.log)
 	s.pool.started(key, time.Now())
-	var got *warm
-	for got == nil && len(s.pool.idle[key]) > 0 {
-		w := s.pool.idle[key][0]
-		s.pool.idle[key] = s.pool.idle[key][1:]
-		if w.usable() {
-			got = w
-		} else {
-			s.pool.dropLater(w, s.log)
+	for {
+		w := s.pool.takeIdle(key, s.log)
+		if w != nil || wait.Err() != nil || s.pool.waiting[key] >= s.pool.filling[key] {
+			return w
 		}
+		changed := s.pool.changes()
+		s.pool.waiting[key]++
+		s.pool.mu.Unlock()
+		select {
+		case <-changed:
+		case <-wait.Done(): // then one last look, and cold
+		}
+		s.pool.mu.Lock()
+		s.pool.waiting[key]--
 	}
-	s.pool.mu.Unlock()
-	return got
+}
+
+// takeIdle pops key's oldest usable idle container, or nil. Called with mu held.
+func (pl *pool) takeIdle(key string, log *slog.Logger) *warm {
+	for len(pl.idle[key]) > 0 {
+		w := pl.idle[key][0]
+		pl.idle[key] = pl.idle[key][1:]
+		if w.usable() {
+			return w
+		}
+		pl.dropLater(w, log)
+	}
+	return nil
+}
+
+// changes is closed the next time a fill ends. Called with mu held.
+func (pl *pool) changes() <-chan struct{} {
+	if pl.changed == nil {
+		pl.changed = make(chan struct{})
+	}
+	return pl.changed
 }
 
 // PoolReady is how many ready containers the warm pool holds, all
@@ -203,29 +237,54 @@ func (s *Sandbox) refill(key string, p Program) {
 		return
 	}
 	need := s.pool.target(key, time.Now()) - len(s.pool.idle[key]) - s.pool.filling[key]
-	for range max(need, 0) {
+	for range min(max(need, 0), maxFills-s.pool.fills()) {
 		s.pool.filling[key]++
 		s.pool.wg.Go(func() { s.fill(key, p) })
 	}
 }
 
+// fills counts the fills under way, all keys together. Called with mu held.
+func (pl *pool) fills() int {
+	n := 0
+	for _, f := range pl.filling {
+		n += f
+	}
+	return n
+}
+
 // fill starts one container and adds it to the pool (or removes it when
 // the pool closed or moved on meanwhile).
+// Fills go on one after another, maxFills at a time, until the key has
+// its target: a burst of demand grows the pool without a storm of
+// container starts competing with the runs on the host's cores.
 func (s *Sandbox) fill(key string, p Program) {
 	// Never a caller's context: the container outlives the call that asked.
 	w, err := s.startOnce(context.Background(), p, "pool")
+	if s.pooled(key, w, err) {
+		s.refill(key, p)
+	}
+}
+
+// pooled adds a started container to key's idle list (or drops it when
+// the pool closed or moved on) and reports whether to go on filling.
+func (s *Sandbox) pooled(key string, w *warm, err error) bool {
 	s.pool.mu.Lock()
 	defer s.pool.mu.Unlock()
 	s.pool.filling[key]--
+	if s.pool.changed != nil { // wake the runs waiting for a fill
+		close(s.pool.changed)
+		s.pool.changed = nil
+	}
 	if err != nil {
 		s.log.Warn("warm container did not start", "err", err)
-		return
+		return false
 	}
 	if s.pool.closed || indexOf(s.pool.recent, key) < 0 {
 		s.pool.dropLater(w, s.log)
-		return
+		return false
 	}
 	s.pool.idle[key] = append(s.pool.idle[key], w)
+	return true
 }
 
 // startOnce starts a container whose runner waits for one program of p's

@@ -166,7 +166,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 		return Result{}, err
 	}
 	defer s.slots.Release(1)
-	w := s.takeWarm(p)
+	w := s.takeWarm(ctx, p)
 	defer s.ranDone(p)
 	if w == nil {
 		var err error

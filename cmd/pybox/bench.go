@@ -212,6 +212,7 @@ func (b *bench) measure(sc scenario) (benchRow, error) {
 	}
 	ds := make([]time.Duration, 0, n)
 	for i := range n {
+		time.Sleep(sc.pause)
 		t := time.Now()
 		if err := sc.call(i + 1); err != nil {
 			return row, err

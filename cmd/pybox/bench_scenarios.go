@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,6 +20,7 @@ type scenario struct {
 	note  string
 	n     int // calls measured; 0 = the -n flag
 	cold  bool
+	pause time.Duration // between calls, unmeasured (think time: the pool refills)
 	setup func() error
 	call  func(i int) error // i is 0 for the warm-up call
 }
@@ -36,7 +38,9 @@ func (b *bench) scenarios(ctx context.Context, cs *mcp.ClientSession) []scenario
 		return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{benchPackage(i)}}, "Installed")
 	}
 	return []scenario{
-		{name: "execute_code print(1) (MCP, single-use container)", note: "warm pool", call: exec(print1, "1\n")},
+		{name: "execute_code print(1), calls 0.5 s apart", note: "warm pool: a ready container each time", pause: 500 * time.Millisecond,
+			call: exec(print1, "1\n")},
+		{name: "execute_code print(1) (MCP, single-use container)", note: "back to back: the pool refills meanwhile", call: exec(print1, "1\n")},
 		{name: "docker run --rm IMAGE python -c 'print(1)'", call: func(int) error { return dockerRunPrint1(ctx, b.image) }},
 		{name: "install_dependencies, first install (new layer)", n: benchPackages, cold: true,
 			call: func(i int) error { return install(i - 1) }},
