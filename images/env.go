@@ -22,16 +22,19 @@ const DefaultVenvPath = "/opt/venv"
 // Environment is a named image lineage plus how to start Python in it. The
 // zero value is not usable; build one with Normalize.
 type Environment struct {
-	Type         string   `json:"type"`
-	Variant      string   `json:"variant,omitempty"`     // runtime variant for runtime-based types
-	BaseImage    string   `json:"base_image"`            // where the lineage starts
-	Image        string   `json:"image"`                 // current image: BaseImage or a package layer
-	ImageID      string   `json:"image_id,omitempty"`    // resolved ID of Image
-	VenvPath     string   `json:"venv_path,omitempty"`   // venv-uv and venv
-	CondaName    string   `json:"conda_name,omitempty"`  // conda
-	PythonPath   string   `json:"python_path,omitempty"` // image
-	Requirements []string `json:"requirements"`          // canonical specs installed so far, sorted
-	Depth        int      `json:"depth"`                 // package layers on top of BaseImage
+	Type       string `json:"type"`
+	Variant    string `json:"variant,omitempty"`     // runtime variant for runtime-based types
+	BaseImage  string `json:"base_image"`            // where the lineage starts
+	Image      string `json:"image"`                 // current image: BaseImage or a package layer
+	ImageID    string `json:"image_id,omitempty"`    // resolved ID of Image
+	VenvPath   string `json:"venv_path,omitempty"`   // venv-uv and venv
+	CondaName  string `json:"conda_name,omitempty"`  // conda
+	PythonPath string `json:"python_path,omitempty"` // image
+	// Executable is the interpreter's absolute path, learnt by the CPython
+	// check ("" = not verified yet); see RunPython.
+	Executable   string   `json:"executable,omitempty"`
+	Requirements []string `json:"requirements"` // canonical specs installed so far, sorted
+	Depth        int      `json:"depth"`        // package layers on top of BaseImage
 }
 
 var (
@@ -137,6 +140,18 @@ func (e Environment) Python() []string {
 		return []string{e.PythonPath}
 	}
 	return []string{e.VenvPath + "/bin/python"}
+}
+
+// RunPython is the argv that starts the environment's interpreter for a
+// run: the verified executable itself when known, else Python(). The
+// sandbox's runner must be PID 1 of its container, the one process that
+// holds the container's streams, so nothing may stay alive around the
+// interpreter as `conda run` does.
+func (e Environment) RunPython() []string {
+	if e.Executable != "" {
+		return []string{e.Executable}
+	}
+	return e.Python()
 }
 
 // Ref is the image to run: the resolved ID when known, else the tag.

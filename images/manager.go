@@ -78,18 +78,36 @@ func (m *Manager) Start(ctx context.Context, initial Environment) error {
 		return err
 	}
 	m.origin = origin(initial)
-	env := initial
+	env, restored := initial, false
 	if saved, ok := m.saved(ctx); ok {
-		env = saved
+		env, restored = saved, true
 	} else if prev, ok := m.lookup(ctx, initial); ok {
-		env = prev
+		env, restored = prev, true
 	}
-	if err := m.resolve(ctx, &env); err != nil {
+	err = m.adopt(ctx, &env)
+	if restored && IsBadEnvironment(err) { // a saved environment failing the check is dropped
+		m.log.Warn("the saved environment is not usable; starting from the configured one", "err", err)
+		env = initial
+		err = m.adopt(ctx, &env)
+	}
+	if err != nil {
 		return err
 	}
 	m.persist(env)
 	m.set(env)
 	return nil
+}
+
+// adopt resolves env's image and, unless an earlier check recorded its
+// interpreter, verifies that it is CPython.
+func (m *Manager) adopt(ctx context.Context, env *Environment) error {
+	if err := m.resolve(ctx, env); err != nil {
+		return err
+	}
+	if env.Executable != "" {
+		return nil
+	}
+	return m.verify(ctx, env)
 }
 
 // saved returns the persisted environment when it applies and its image exists.
@@ -211,9 +229,8 @@ func (m *Manager) Configure(ctx context.Context, want Environment) (Environment,
 	if err := m.resolve(ctx, &env); err != nil {
 		return Environment{}, err
 	}
-	if _, err := m.cfg.Prober.Probe(ctx, env.ImageID, env.Python(), "import sys; print(sys.version)"); err != nil {
-		// %w keeps a probe that could not run (busy, Docker gone) telling so.
-		return Environment{}, fmt.Errorf("%w: Python does not start in %s with %v: %w", errBadEnv, env.Image, env.Python(), err)
+	if err := m.verify(ctx, &env); err != nil {
+		return Environment{}, err
 	}
 	m.persist(env)
 	m.set(env)

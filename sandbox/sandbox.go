@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -60,6 +63,7 @@ type Sandbox struct {
 	sess      sessions
 	pool      pool
 	runsDir   string // RunsDir/<owner>: this instance's run output folders
+	closing   atomic.Bool
 	closeOnce sync.Once
 }
 
@@ -206,6 +210,9 @@ func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, erro
 
 // acquire takes a run slot, waiting at most QueueWait.
 func (s *Sandbox) acquire(ctx context.Context) error {
+	if s.closing.Load() {
+		return errClosed
+	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.QueueWait)
 	defer cancel()
 	if err := s.slots.Acquire(wctx, 1); err != nil {
@@ -214,7 +221,27 @@ func (s *Sandbox) acquire(ctx context.Context) error {
 		}
 		return ErrBusy
 	}
+	if s.closing.Load() { // Close is draining the slots: start nothing
+		s.slots.Release(1)
+		return errClosed
+	}
 	return nil
+}
+
+// drainTimeout bounds how long Close waits for the runs in flight.
+const drainTimeout = 30 * time.Second
+
+// drain waits until no run or probe holds a slot (each removes its
+// container before it releases its slot), at most drainTimeout.
+func (s *Sandbox) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	n := int64(s.cfg.MaxConcurrent)
+	if err := s.slots.Acquire(ctx, n); err != nil {
+		s.log.Warn("runs still in flight when the sandbox closed; the reaper removes what they leave", "waited", drainTimeout)
+		return
+	}
+	s.slots.Release(n)
 }
 
 // plan builds the container plan for p with the runner in mode (once or
@@ -228,8 +255,13 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	env := map[string]string{
 		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",
-		"PATH":        "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH":        defaultPath,
 		"VIRTUAL_ENV": "/opt/venv",
+	}
+	// An interpreter elsewhere (a conda env's, say) comes first on PATH, so
+	// its programs' subprocesses find the same Python and tools.
+	if dir := path.Dir(python[0]); path.IsAbs(python[0]) && !strings.Contains(":"+defaultPath+":", ":"+dir+":") {
+		env["PATH"] = dir + ":" + defaultPath
 	}
 	return Plan{
 		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: SandboxUser(), Env: env,
@@ -237,6 +269,9 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 		Stdin: true, Limits: s.cfg.Limits,
 	}
 }
+
+// defaultPath is the PATH of every container.
+const defaultPath = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // explain turns engine errors into ones the caller can act on.
 func (s *Sandbox) explain(err error) error {

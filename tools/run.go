@@ -88,7 +88,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	prog := startProgress(ctx, r.req)
 	defer prog.stop()
 	if r.session == "" {
-		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(), Workspace: h.cfg.Storage.Path(),
+		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
 			File: r.saved.file, Stdin: stdin, Timeout: timeout, OnOutput: prog.hook()})
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
@@ -100,7 +100,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	if err != nil {                    // the session's own programs can replace outputs/: run without it
 		h.cfg.Log.WarnContext(ctx, "session outputs folder unavailable", "err", err)
 	}
-	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.Python(),
+	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
 		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Timeout: timeout,
 		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow})
 	return res, outs, err

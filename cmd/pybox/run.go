@@ -107,7 +107,7 @@ func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr 
 		return sandbox.Result{}, err
 	}
 	env := a.envs.Active()
-	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.Python(), Workspace: store.Path(), File: name, Stdin: input})
+	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: store.Path(), File: name, Stdin: input})
 }
 
 // report prints the result and returns the exit status for it.
