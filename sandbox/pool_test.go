@@ -123,3 +123,31 @@ func TestWarmPoolDisabled(t *testing.T) {
 		t.Errorf("%d warm containers with the pool disabled", n)
 	}
 }
+
+// TestCloseWaitsForRunsInFlight: Close refuses new runs and waits for
+// those in flight, so none of the Sandbox's containers outlives it (a
+// process that exits after Close leaves nothing, not even a container
+// created but never started).
+func TestCloseWaitsForRunsInFlight(t *testing.T) {
+	sb, eng := newSandbox(t, sandbox.Config{WarmPool: -1})
+	ws := workspace(t, "import time\nopen('/workspace/started', 'w').close()\ntime.sleep(2)\nprint('done')")
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py"})
+		ran <- res
+	}()
+	waitFor(t, 30*time.Second, "the run started", func() bool { _, err := os.Stat(filepath.Join(ws, "started")); return err == nil })
+	sb.Close()
+	if left := owned(t, eng, sb); len(left) != 0 {
+		t.Errorf("containers after Close returned: %v", left)
+	}
+	if res := <-ran; res.Stdout != "done\n" {
+		t.Errorf("the run in flight: %+v; want it to finish", res)
+	}
+	if _, err := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py"}); err == nil {
+		t.Error("a run after Close was accepted")
+	}
+}

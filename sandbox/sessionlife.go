@@ -61,11 +61,12 @@ func (s *Sandbox) expire(cutoff time.Time) {
 }
 
 // Close ends every session, cancels the starts under way, stops the idle
-// reaper, removes the warm pool's containers and this instance's run
-// output folders, and ends the lease (see Config.LeaseDir). Later session
-// calls fail; the Sandbox must not be used afterwards.
+// reaper, waits for the runs and probes in flight (at most 30 s), removes
+// the warm pool's containers and this instance's run output folders, and
+// ends the lease (see Config.LeaseDir). Later calls fail.
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true) // no run or probe starts from now on
 		s.sess.mu.Lock()
 		s.sess.closed = true // no start registers, nor begins, from now on
 		s.sess.mu.Unlock()
@@ -87,6 +88,7 @@ func (s *Sandbox) Close() {
 			}()
 		}
 		wg.Wait()
+		s.drain() // the runs and probes in flight end (sessions' were just killed)
 		s.pool.close(s.log)
 		if s.runsDir != "" {
 			if err := os.RemoveAll(s.runsDir); err != nil {

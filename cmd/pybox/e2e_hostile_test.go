@@ -151,3 +151,51 @@ func TestProtocolGarbage(t *testing.T) {
 	}
 	t.Fatalf("the server stopped answering after garbage input (process: %v)", cmd.ProcessState)
 }
+
+// TestBatchLineGetsAnError: a JSON-RPC batch (which MCP no longer has) gets
+// an error for each request in it, and the server goes on serving.
+func TestBatchLineGetsAnError(t *testing.T) {
+	cmd := exec.Command(pyboxBin, "serve")
+	cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+t.TempDir(), "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	batch := `[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"nine","method":"ping"}]` + "\n"
+	init := `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n"
+	go func() { io.WriteString(stdin, batch+init) }()
+	lines := bufio.NewScanner(stdout)
+	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	defer deadline.Stop()
+	var answered []string
+	for lines.Scan() {
+		var msgs []struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &msgs); err != nil {
+			var one struct {
+				ID     json.RawMessage `json:"id"`
+				Result json.RawMessage `json:"result"`
+			}
+			if json.Unmarshal(lines.Bytes(), &one) == nil && string(one.ID) == "7" {
+				if len(one.Result) == 0 || strings.Join(answered, ",") != `8,"nine"` {
+					t.Errorf("initialize after a batch: %s; batch errors for ids %v, want 8 and \"nine\"", lines.Bytes(), answered)
+				}
+				return
+			}
+			continue
+		}
+		for _, m := range msgs {
+			if m.Error != nil && m.Error.Code == -32600 {
+				answered = append(answered, string(m.ID))
+			}
+		}
+	}
+	t.Fatalf("the server stopped after a batch line (answered %v, process: %v)", answered, cmd.ProcessState)
+}

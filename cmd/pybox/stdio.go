@@ -58,6 +58,11 @@ func (g *stdioGuard) run() {
 }
 
 func (g *stdioGuard) pass(line []byte, tooLong bool) {
+	if ids, ok := batchIDs(line, tooLong); ok {
+		g.log.Warn("refused a JSON-RPC batch", "requests", len(ids))
+		g.out.Write(batchRefusal(ids)) // a client that cannot read our error gets nothing worse
+		return
+	}
 	if problem := checkMessage(line, tooLong); problem != nil {
 		g.log.Warn("dropped a malformed protocol message", "err", problem, "bytes", len(line))
 		code := jsonrpc.CodeInvalidRequest
@@ -86,21 +91,53 @@ func checkMessage(line []byte, tooLong bool) error {
 	}
 	trimmed := bytes.TrimSpace(line)
 	if trimmed[0] == '[' {
-		var batch []json.RawMessage
-		if err := json.Unmarshal(trimmed, &batch); err != nil || len(batch) == 0 {
-			return errors.New("invalid request: an empty or malformed batch")
-		}
-		for _, m := range batch {
-			if _, err := jsonrpc.DecodeMessage(m); err != nil {
-				return fmt.Errorf("invalid request: %v", err)
-			}
-		}
-		return nil
+		return errors.New("invalid request: an empty or malformed batch")
 	}
 	if _, err := jsonrpc.DecodeMessage(trimmed); err != nil {
 		return fmt.Errorf("invalid request: %v", err)
 	}
 	return nil
+}
+
+// errBatch is the answer to every request of a batch: MCP (since
+// 2025-06-18) has no JSON-RPC batching, and the SDK would not answer.
+const errBatch = "invalid request: JSON-RPC batches are not supported; send one message per line"
+
+// batchIDs returns the ids of the requests in a well-formed, non-empty
+// batch line (notifications have none); ok is false for anything else.
+func batchIDs(line []byte, tooLong bool) (ids []json.RawMessage, ok bool) {
+	trimmed := bytes.TrimSpace(line)
+	if tooLong || len(trimmed) == 0 || trimmed[0] != '[' {
+		return nil, false
+	}
+	var batch []struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(trimmed, &batch) != nil || len(batch) == 0 {
+		return nil, false
+	}
+	for _, m := range batch {
+		if len(m.ID) > 0 && string(m.ID) != "null" {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids, true
+}
+
+// batchRefusal is the batch response: an error for each request id, or
+// one error without an id when the batch held only notifications.
+func batchRefusal(ids []json.RawMessage) []byte {
+	errBody := map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": errBatch}
+	if len(ids) == 0 {
+		resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": errBody}) // plain values always marshal
+		return append(resp, '\n')
+	}
+	out := make([]map[string]any, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, map[string]any{"jsonrpc": "2.0", "id": id, "error": errBody})
+	}
+	resp, _ := json.Marshal(out) // idem
+	return append(resp, '\n')
 }
 
 // readLine reads one newline-terminated line; a line over maxMessage is
