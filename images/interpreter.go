@@ -88,3 +88,9 @@ func (e Environment) interpreterName() string {
 	}
 	return fmt.Sprintf("the python of the venv %q", e.VenvPath)
 }
+
+// ownRuntime reports whether env runs the venv of a runtime image pybox
+// built itself (whose build asserts that venv's interpreter).
+func (e Environment) ownRuntime() bool {
+	return e.Variant != "" && (e.Type == EnvVenvUV || e.Type == EnvVenv) && e.VenvPath == DefaultVenvPath
+}

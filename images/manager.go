@@ -99,10 +99,13 @@ func (m *Manager) Start(ctx context.Context, initial Environment) error {
 }
 
 // adopt resolves env's image and, unless an earlier check recorded its
-// interpreter, verifies that it is CPython.
+// interpreter or pybox built it, verifies that it is CPython.
 func (m *Manager) adopt(ctx context.Context, env *Environment) error {
 	if err := m.resolve(ctx, env); err != nil {
 		return err
+	}
+	if env.Executable == "" && env.ownRuntime() {
+		env.Executable = VenvPython // the image build checks this venv's interpreter
 	}
 	if env.Executable != "" {
 		return nil

@@ -2,24 +2,37 @@ package images_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
-// fakeProber answers every probe with out, or fails with err.
+// fakeProber fails every probe with err, or answers the interpreter check
+// as CPython 3.11 at /opt/venv/bin/python would, and any other probe with out.
 type fakeProber struct {
 	out string
 	err error
 }
 
-func (p fakeProber) Probe(context.Context, string, []string, string) (string, error) {
-	return p.out, p.err
+func (p fakeProber) Probe(_ context.Context, _ string, _ []string, code string) (string, error) {
+	if p.err != nil {
+		return "", p.err
+	}
+	if _, rest, ok := strings.Cut(code, "hashlib.sha256(b'"); ok {
+		nonce, _, _ := strings.Cut(rest, "'")
+		sum := sha256.Sum256([]byte(nonce))
+		return `{"proof": "` + hex.EncodeToString(sum[:]) + `", "implementation": "cpython", "version": [3, 11, 2], ` +
+			`"executable": "/opt/venv/bin/python"}` + "\n", nil
+	}
+	return p.out, nil
 }
 
 // newManager returns a started Manager on the real daemon whose installs

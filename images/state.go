@@ -24,7 +24,7 @@ type state struct {
 
 // identity names an environment's lineage: everything but what installs change.
 func (e Environment) identity() string {
-	e.Image, e.ImageID, e.Requirements, e.Depth = "", "", nil, 0
+	e.Image, e.ImageID, e.Requirements, e.Depth, e.Executable = "", "", nil, 0, ""
 	b, _ := json.Marshal(e) // a struct of strings and ints always marshals
 	return string(b)
 }
