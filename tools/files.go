@@ -53,7 +53,7 @@ func (h *handlers) regular(ctx context.Context, filePath, rel string) error {
 func (h *handlers) fileError(ctx context.Context, what, filePath string, err error) error {
 	switch {
 	case errors.Is(err, storage.ErrBadName):
-		return fmt.Errorf("invalid file_path %q: give a file name in code storage (relative, or absolute under %s)", filePath, h.cfg.Storage.Path())
+		return fmt.Errorf("invalid file_path %.100q (%v): give a file name in code storage (relative, or absolute under %s)", filePath, err, h.cfg.Storage.Path())
 	case errors.Is(err, storage.ErrOutside):
 		return fmt.Errorf("file_path %s is outside the code storage directory %s (or passes through a symlink that leads out of it); only files in code storage can be used", filePath, h.cfg.Storage.Path())
 	case errors.Is(err, storage.ErrNotFound):

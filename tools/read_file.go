@@ -136,7 +136,7 @@ func (h *handlers) workspacePath(ctx context.Context, p string) (string, error) 
 func (h *handlers) workspaceError(ctx context.Context, what, p string, err error) error {
 	switch {
 	case errors.Is(err, storage.ErrBadName):
-		return fmt.Errorf("invalid path %q: give a path in the workspace, relative to it or absolute under %s", p, h.cfg.Storage.Path())
+		return fmt.Errorf("invalid path %.100q (%v): give a path in the workspace, relative to it or absolute under %s", p, err, h.cfg.Storage.Path())
 	case errors.Is(err, storage.ErrOutside):
 		return fmt.Errorf("path %s is outside the workspace (the code storage directory %s), or passes through a symlink that leads out of it; only files in the workspace can be used", p, h.cfg.Storage.Path())
 	case errors.Is(err, storage.ErrNotFound):

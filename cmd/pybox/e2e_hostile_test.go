@@ -199,3 +199,32 @@ func TestBatchLineGetsAnError(t *testing.T) {
 	}
 	t.Fatalf("the server stopped after a batch line (answered %v, process: %v)", answered, cmd.ProcessState)
 }
+
+// TestUnsafeFileNamesRefused: file tools refuse names with newlines or
+// invalid UTF-8, and paths too deep or too long, with a clear error, at
+// once, creating nothing; the server goes on.
+func TestUnsafeFileNamesRefused(t *testing.T) {
+	s := startServer(t, "PYBOX_TOOLSET=all")
+	tests := []struct{ path, want string }{
+		{"two\nlines.py", "control character"},
+		{"bad\xff.py", "not valid UTF-8"},
+		{strings.Repeat("d/", 2000) + "x.py", "levels deep"},
+		{strings.Repeat("a", 5000) + ".py", "bytes long"},
+	}
+	for _, tt := range tests {
+		start := time.Now()
+		res := s.call("write_file", map[string]any{"path": tt.path, "content": "x"})
+		if !res.IsError || !strings.Contains(text(res), tt.want) {
+			t.Errorf("write_file %.30q: isError=%v %.200q; want an error saying %q", tt.path, res.IsError, text(res), tt.want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("write_file %.30q took %v", tt.path, took)
+		}
+	}
+	if entries, err := os.ReadDir(s.storage); err != nil || len(entries) != 0 {
+		t.Errorf("code storage after the refusals: %v %v; want empty", entries, err)
+	}
+	if out, _ := s.exec(map[string]any{"code": "print('still serving')"}); out.Stdout != "still serving\n" {
+		t.Errorf("after the refusals: %q", out.Stdout)
+	}
+}

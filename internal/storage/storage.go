@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinel errors callers branch on.
@@ -86,20 +88,52 @@ func randomHex(n int) string {
 // Rel turns a caller's path (relative to the root, or absolute under it)
 // into a clean relative path, refusing anything that leaves the root.
 func (d *Dir) Rel(p string) (string, error) {
-	if strings.ContainsRune(p, 0) || strings.TrimSpace(p) == "" {
-		return "", fmt.Errorf("%w: %q", ErrBadName, p)
+	if err := checkName(p); err != nil {
+		return "", err
 	}
 	if filepath.IsAbs(p) {
 		r, err := filepath.Rel(d.path, filepath.Clean(p))
 		if err != nil || !filepath.IsLocal(r) {
 			return "", fmt.Errorf("%w: %s", ErrOutside, p)
 		}
-		return r, nil
+		return checkDepth(r)
 	}
 	if !filepath.IsLocal(p) {
 		return "", fmt.Errorf("%w: %s", ErrOutside, p)
 	}
-	return filepath.Clean(p), nil
+	return checkDepth(filepath.Clean(p))
+}
+
+// Caps on the paths callers pass.
+const (
+	MaxPathBytes = 4096 // bytes of a whole path
+	MaxPathDepth = 64   // folders and file along it
+)
+
+// checkName refuses what no caller should pass as a path: empty, longer
+// than MaxPathBytes, deeper than MaxPathDepth, invalid UTF-8, or with a
+// control character (a newline would break listings and logs).
+func checkName(p string) error {
+	switch {
+	case strings.TrimSpace(p) == "":
+		return fmt.Errorf("%w: an empty path", ErrBadName)
+	case len(p) > MaxPathBytes:
+		return fmt.Errorf("%w: the path is %d bytes long; the limit is %d", ErrBadName, len(p), MaxPathBytes)
+	case !utf8.ValidString(p) || strings.ContainsRune(p, utf8.RuneError):
+		// U+FFFD is what JSON decoding makes of bytes that were not UTF-8.
+		return fmt.Errorf("%w: %.80q is not valid UTF-8", ErrBadName, p)
+	case strings.ContainsFunc(p, unicode.IsControl):
+		return fmt.Errorf("%w: %.80q has a control character (such as a newline)", ErrBadName, p)
+	}
+	return nil
+}
+
+// checkDepth refuses a relative path deeper than MaxPathDepth.
+func checkDepth(rel string) (string, error) {
+	if strings.Count(filepath.ToSlash(rel), "/") >= MaxPathDepth {
+		return "", fmt.Errorf("%w: the path is more than %d levels deep", ErrBadName, MaxPathDepth)
+	}
+	return rel, nil
 }
 
 // Abs is the host path of rel (already validated by Rel).

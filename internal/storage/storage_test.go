@@ -387,3 +387,34 @@ func TestStorageNewCodeName(t *testing.T) {
 		t.Errorf("two names for x are equal: %s", a)
 	}
 }
+
+// TestRelRefusesUnsafeNames: names that a listing or a log could not show
+// as one line of text (control characters such as newlines, invalid
+// UTF-8), paths longer than MaxPathBytes and deeper than MaxPathDepth are
+// refused with ErrBadName, at once; a path at both caps is accepted.
+func TestRelRefusesUnsafeNames(t *testing.T) {
+	d := open(t)
+	deep := strings.Repeat("d/", 2000) + "x.py"
+	bad := []string{"a\nb.py", "x\r.py", "tab\there.py", "esc\x1b[31m.py", "del\x7f.py", "bad\xff\xfe.py", "ok/\xc3(.py",
+		deep, strings.Repeat("a", storage.MaxPathBytes+1)}
+	for _, p := range bad {
+		start := time.Now()
+		if _, err := d.Rel(p); !errors.Is(err, storage.ErrBadName) {
+			t.Errorf("Rel(%.40q) = %v; want ErrBadName", p, err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Rel(%.40q) took %v", p, took)
+		}
+	}
+	atCap := strings.Repeat("d/", storage.MaxPathDepth-1) + "x.py"
+	rel, err := d.Rel(atCap)
+	if err != nil {
+		t.Fatalf("Rel at the depth cap: %v", err)
+	}
+	if err := d.Write(rel, []byte("print(1)\n")); err != nil {
+		t.Errorf("Write at the depth cap: %v", err)
+	}
+	if _, err := d.Rel("données/été ✓.py"); err != nil {
+		t.Errorf("a UTF-8 name with accents was refused: %v", err)
+	}
+}
