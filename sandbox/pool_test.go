@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,28 +125,33 @@ func TestWarmPoolDisabled(t *testing.T) {
 	}
 }
 
-// TestCloseWaitsForRunsInFlight: Close refuses new runs and waits for
-// those in flight, so none of the Sandbox's containers outlives it (a
-// process that exits after Close leaves nothing, not even a container
-// created but never started).
-func TestCloseWaitsForRunsInFlight(t *testing.T) {
+// TestCloseEndsRunsInFlight: Close stops the runs in flight (as a
+// cancellation would) and waits for them, so none of the Sandbox's
+// containers outlives it (a process that exits after Close leaves
+// nothing, not even a container created but never started), promptly
+// however long the run would have taken; later runs are refused.
+func TestCloseEndsRunsInFlight(t *testing.T) {
 	sb, eng := newSandbox(t, sandbox.Config{WarmPool: -1})
-	ws := workspace(t, "import time\nopen('/workspace/started', 'w').close()\ntime.sleep(2)\nprint('done')")
+	ws := workspace(t, "import time\nopen('/workspace/started', 'w').close()\ntime.sleep(120)\nprint('done')")
 	if err := os.Chmod(ws, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	ran := make(chan sandbox.Result, 1)
+	ran := make(chan error, 1)
 	go func() {
-		res, _ := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py"})
-		ran <- res
+		_, err := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py", Timeout: 150 * time.Second})
+		ran <- err
 	}()
 	waitFor(t, 30*time.Second, "the run started", func() bool { _, err := os.Stat(filepath.Join(ws, "started")); return err == nil })
+	start := time.Now()
 	sb.Close()
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("Close took %v with a run in flight; want it stopped at once", took)
+	}
 	if left := owned(t, eng, sb); len(left) != 0 {
 		t.Errorf("containers after Close returned: %v", left)
 	}
-	if res := <-ran; res.Stdout != "done\n" {
-		t.Errorf("the run in flight: %+v; want it to finish", res)
+	if err := <-ran; !errors.Is(err, sandbox.ErrShutdown) {
+		t.Errorf("the run in flight ended with %v; want ErrShutdown", err)
 	}
 	if _, err := sb.Run(context.Background(), sandbox.Program{Workspace: ws, File: "main.py"}); err == nil {
 		t.Error("a run after Close was accepted")

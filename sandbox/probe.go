@@ -16,6 +16,8 @@ const probeTimeout = 60 * time.Second
 // security profile as user programs but with no workspace, and returns its
 // stdout. A non-zero exit is an error carrying stderr.
 func (s *Sandbox) Probe(ctx context.Context, image string, python []string, code string) (string, error) {
+	ctx, stop := s.bound(ctx)
+	defer stop()
 	if err := s.acquire(ctx); err != nil {
 		return "", err
 	}

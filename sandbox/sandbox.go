@@ -64,6 +64,8 @@ type Sandbox struct {
 	pool      pool
 	runsDir   string // RunsDir/<owner>: this instance's run output folders
 	closing   atomic.Bool
+	shutdown  context.Context // cancelled by Shutdown: every call in flight ends
+	stopAll   context.CancelFunc
 	closeOnce sync.Once
 }
 
@@ -108,6 +110,7 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("sandbox: run output folders: %w", err)
 		}
 	}
+	s.shutdown, s.stopAll = context.WithCancel(context.Background())
 	s.sess.ctx, s.sess.cancel = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
 	go s.reap()
@@ -166,6 +169,8 @@ type Result struct {
 // comes from the runner's verdict as soon as it has it; the container's
 // removal goes on in the background (Close waits for it).
 func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
+	ctx, stop := s.bound(ctx)
+	defer stop()
 	if err := s.acquire(ctx); err != nil {
 		return Result{}, err
 	}
@@ -228,6 +233,24 @@ func (s *Sandbox) acquire(ctx context.Context) error {
 	return nil
 }
 
+// bound returns ctx, also cancelled by Shutdown.
+func (s *Sandbox) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.shutdown, func() { cancel(ErrShutdown) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// ErrShutdown is the cause of the runs Shutdown cancelled.
+var ErrShutdown = errors.New("the server is shutting down")
+
+// Shutdown cancels every run, probe and session call in flight (their
+// containers are killed and removed as on any cancellation) and makes
+// later ones fail; it does not wait (Close does). Idempotent.
+func (s *Sandbox) Shutdown() {
+	s.closing.Store(true)
+	s.stopAll()
+}
+
 // drainTimeout bounds how long Close waits for the runs in flight.
 const drainTimeout = 30 * time.Second
 
@@ -275,7 +298,7 @@ const defaultPath = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr
 
 // explain turns engine errors into ones the caller can act on.
 func (s *Sandbox) explain(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrShutdown) {
 		return err
 	}
 	if errors.Is(err, engine.ErrUnreachable) {

@@ -66,7 +66,7 @@ func (s *Sandbox) expire(cutoff time.Time) {
 // ends the lease (see Config.LeaseDir). Later calls fail.
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
-		s.closing.Store(true) // no run or probe starts from now on
+		s.Shutdown() // no run or probe starts from now on; those in flight end
 		s.sess.mu.Lock()
 		s.sess.closed = true // no start registers, nor begins, from now on
 		s.sess.mu.Unlock()

@@ -78,6 +78,8 @@ func (s *Sandbox) RunInSession(ctx context.Context, id string, p SessionProgram)
 	if err := ValidSessionID(id); err != nil {
 		return Result{}, err
 	}
+	ctx, stop := s.bound(ctx)
+	defer stop()
 	ls, err := s.takeTurn(ctx, id, p)
 	if err != nil {
 		return Result{}, err

@@ -191,6 +191,8 @@ func (h *handlers) infraError(ctx context.Context, err error) error {
 		return err
 	case errors.Is(err, sandbox.ErrUnreachable):
 		return errors.New("Docker is not reachable: start the Docker daemon (run `pybox doctor` for details)")
+	case errors.Is(err, sandbox.ErrShutdown):
+		return errors.New("the server is shutting down; the run was stopped and its container removed")
 	case errors.Is(err, context.Canceled):
 		return errors.New("the run was cancelled; its container was removed")
 	}

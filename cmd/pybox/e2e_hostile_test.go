@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,5 +228,53 @@ func TestUnsafeFileNamesRefused(t *testing.T) {
 	}
 	if out, _ := s.exec(map[string]any{"code": "print('still serving')"}); out.Stdout != "still serving\n" {
 		t.Errorf("after the refusals: %q", out.Stdout)
+	}
+}
+
+// TestShutdownCancelsRunsInFlight: stdin closing, or SIGTERM, with a long
+// run in flight ends the server within seconds, its container removed.
+// (A raw client: the SDK's Close waits for the calls in flight before it
+// closes the server's stdin.)
+func TestShutdownCancelsRunsInFlight(t *testing.T) {
+	eng := testenv.Docker(t)
+	testenv.RuntimeImage(t, eng, "base")
+	for _, how := range []string{"stdin EOF", "SIGTERM"} {
+		t.Run(how, func(t *testing.T) {
+			storage := t.TempDir()
+			cmd := exec.Command(pyboxBin, "serve")
+			cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+storage, "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never")
+			stdin, _ := cmd.StdinPipe()
+			cmd.Stdout = io.Discard
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_code","arguments":` +
+				`{"code":"import time\nopen('started', 'w').close()\ntime.sleep(120)","timeout_s":150}}}`
+			io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n"+
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+call+"\n")
+			waitFile(t, filepath.Join(storage, "started"))
+			start := time.Now()
+			if how == "SIGTERM" {
+				cmd.Process.Signal(syscall.SIGTERM)
+			} else {
+				stdin.Close()
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the server still ran 30s after %s; its log:\n%s", how, stderr.String())
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("the server took %v to exit after %s; want a few seconds", took, how)
+			}
+			if left := testenv.Managed(t, eng, map[string]string{"pybox.pid": strconv.Itoa(cmd.Process.Pid)}); len(left) != 0 {
+				t.Errorf("containers left after %s: %v", how, left)
+			}
+		})
 	}
 }

@@ -64,18 +64,23 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	a.log.Info("pybox serving MCP over stdio", "version", version, "code_storage_dir", store.Path(), "image", a.image)
-	err = runStdio(ctx, srv, stdin, stdout, a.log)
+	// The client going away (stdin EOF) or a signal (ctx) stops the runs in
+	// flight at once: their containers go, and the server exits in seconds
+	// instead of waiting for them.
+	defer context.AfterFunc(ctx, a.sandbox.Shutdown)()
+	err = runStdio(ctx, srv, stdin, stdout, a.log, a.sandbox.Shutdown)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
 
-// runStdio serves srv on stdin/stdout through the stdio guard.
-func runStdio(ctx context.Context, srv *mcp.Server, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+// runStdio serves srv on stdin/stdout through the stdio guard; onEOF runs
+// when stdin ends, before the SDK finishes the calls in flight.
+func runStdio(ctx context.Context, srv *mcp.Server, stdin io.Reader, stdout io.Writer, log *slog.Logger, onEOF func()) error {
 	out := &lockedWriter{w: stdout}
 	pr, pw := io.Pipe()
-	guard := &stdioGuard{in: stdin, out: out, pipe: pw, log: log}
+	guard := &stdioGuard{in: stdin, out: out, pipe: pw, log: log, onEOF: onEOF}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -36,10 +36,11 @@ func (l *lockedWriter) Close() error { return nil }
 // answered with a JSON-RPC error and dropped, so a confused client cannot
 // stop the server; everything else passes through unchanged.
 type stdioGuard struct {
-	in   io.Reader
-	out  io.Writer // shared with the SDK through a lockedWriter
-	pipe *io.PipeWriter
-	log  *slog.Logger
+	in    io.Reader
+	out   io.Writer // shared with the SDK through a lockedWriter
+	pipe  *io.PipeWriter
+	log   *slog.Logger
+	onEOF func() // called when stdin ends (the client went away); may be nil
 }
 
 // run copies stdin's valid lines into the pipe until stdin ends.
@@ -51,6 +52,9 @@ func (g *stdioGuard) run() {
 			g.pass(line, tooLong)
 		}
 		if err != nil {
+			if g.onEOF != nil {
+				g.onEOF()
+			}
 			g.pipe.CloseWithError(err) // io.EOF makes the SDK's reader end cleanly
 			return
 		}
