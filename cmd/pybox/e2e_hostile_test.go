@@ -111,9 +111,13 @@ func TestContainerKilledFromOutside(t *testing.T) {
 	}
 }
 
-// TestProtocolGarbage: lines that are not JSON-RPC do not stop the server;
-// a proper request afterwards is answered.
-func TestProtocolGarbage(t *testing.T) {
+// rawInit is an initialize request with id 7, as a raw client sends it.
+const rawInit = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n"
+
+// rawServer starts pybox serve for a test that speaks JSON-RPC itself;
+// it ends (stdin closed, process awaited) with the test.
+func rawServer(t *testing.T) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	t.Helper()
 	cmd := exec.Command(pyboxBin, "serve")
 	cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+t.TempDir(), "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never")
 	stdin, _ := cmd.StdinPipe()
@@ -121,10 +125,16 @@ func TestProtocolGarbage(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { stdin.Close(); cmd.Wait() }()
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	return cmd, stdin, stdout
+}
+
+// TestProtocolGarbage: lines that are not JSON-RPC do not stop the server;
+// a proper request afterwards is answered.
+func TestProtocolGarbage(t *testing.T) {
+	cmd, stdin, stdout := rawServer(t)
 	garbage := "not json at all\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\n" + strings.Repeat("x", 1<<20) + "\n[]\n{}\n"
-	init := `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n"
-	go func() { io.WriteString(stdin, garbage+init) }()
+	go func() { io.WriteString(stdin, garbage+rawInit) }()
 	lines := bufio.NewScanner(stdout)
 	lines.Buffer(make([]byte, 1<<20), 4<<20)
 	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
@@ -157,17 +167,9 @@ func TestProtocolGarbage(t *testing.T) {
 // TestBatchLineGetsAnError: a JSON-RPC batch (which MCP no longer has) gets
 // an error for each request in it, and the server goes on serving.
 func TestBatchLineGetsAnError(t *testing.T) {
-	cmd := exec.Command(pyboxBin, "serve")
-	cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+t.TempDir(), "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
+	cmd, stdin, stdout := rawServer(t)
 	batch := `[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"nine","method":"ping"}]` + "\n"
-	init := `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n"
-	go func() { io.WriteString(stdin, batch+init) }()
+	go func() { io.WriteString(stdin, batch+rawInit) }()
 	lines := bufio.NewScanner(stdout)
 	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
 	defer deadline.Stop()
