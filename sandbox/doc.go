@@ -2,22 +2,26 @@
 // containers. It is the only package that decides how a container is
 // configured and driven; it never sees an MCP type.
 //
-// Lifecycle: New validates a Config and fills its defaults. Each Run takes a
-// slot (bounded concurrency with a queue wait, ErrBusy past it), creates a
-// container whose configuration is the pure function ContainerConfig of the
-// Limits, feeds stdin, captures stdout/stderr through byte caps, enforces the
-// wall-clock deadline (kill on expiry) and always removes the container on a
-// detached, time-limited context. Every container carries the labels
-// pybox.managed=true and its owner's identity.
+// Every container runs the in-image runner (images/runner) as its PID 1:
+// a non-dumpable supervisor that alone holds the container's streams and
+// forks a worker for the program. pybox talks to it in frames (protocol.go)
+// tagged with per-request nonces the program never sees; one routine,
+// conn.turn, drives a program in a cold container, a warm-pool container
+// or a session's kernel: send the request, relay output through byte caps,
+// end on the runner's verdict, the deadline (kill) or the caller's
+// cancellation. Containers are configured by the pure function
+// ContainerConfig; bind sources are checked (engine.Create) and each
+// stateless run gets a private output folder (Outputs).
 //
-// With Config.LeaseDir, New takes a lease for the Sandbox's life (an
-// exclusive flock on <LeaseDir>/<owner id>.lock, see internal/lease) and
-// every container is also labelled pybox.lease=<that file's path>.
-// ReapOrphans removes only the containers of owners whose lease file is in
-// the same folder and no longer locked: owners that are certainly gone,
-// whatever PID namespace or container they ran in. Close removes the
-// sessions' and the pool's containers, then the lease file (or, when some
-// container of this instance is left, only unlocks it for the next reaper).
+// Lifecycle: New validates a Config, fills its defaults and takes the
+// owner's lease. Run takes a slot (bounded concurrency with a queue wait,
+// ErrBusy past it) and a ready container from the warm pool (pool.go) or
+// a new one, and returns on the runner's verdict; the container is removed
+// in the background. RunInSession drives long-lived kernels (sessions.go).
+// Shutdown stops every call in flight; Close also waits for them, ends the
+// sessions and the pool and releases the lease. Every container carries
+// pybox.managed=true and its owner's lease, so ReapOrphans can remove what
+// a dead server left behind.
 //
 // A *Sandbox is safe for concurrent use.
 package sandbox
