@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"path"
-	"sort"
 	"strings"
 	"time"
 
@@ -133,34 +131,16 @@ func isFigure(p string) bool {
 	return !strings.Contains(p, "/") && strings.HasPrefix(p, "figure-") && strings.HasSuffix(p, ".png")
 }
 
-// files walks the folder for regular files (paths relative to it), at
-// most maxArtifacts of them after looking at maxOutputEntries entries.
+// files lists the folder's regular files (paths relative to it), at most
+// maxArtifacts of them after looking at maxOutputEntries entries, reading
+// directories in batches: a run that left a huge tree costs a bounded walk.
 func (o *outputs) files() ([]Artifact, bool) {
-	var found []Artifact
-	more := false
-	visited := 0
-	walkErr := fs.WalkDir(o.own.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if visited++; visited > maxOutputEntries { // a program made a huge tree: list what we saw
-			more = true
-			return fs.SkipAll
-		}
-		if err != nil || !d.Type().IsRegular() || strings.HasPrefix(path.Base(p), ".pybox-tmp-") {
-			return nil // unreadable entries, directories, symlinks and our temp files are skipped
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if len(found) >= maxArtifacts {
-			more = true
-			return fs.SkipAll
-		}
-		found = append(found, Artifact{Path: p, Bytes: fi.Size()})
-		return nil
-	})
-	_ = walkErr // an unreadable folder simply means no artifacts
-	sort.Slice(found, func(i, j int) bool { return found[i].Path < found[j].Path })
-	return found, more
+	found, more := o.own.Files(maxArtifacts, maxOutputEntries)
+	arts := make([]Artifact, len(found))
+	for i, f := range found {
+		arts[i] = Artifact{Path: f.Path, Bytes: f.Bytes}
+	}
+	return arts, more
 }
 
 func artifactNote(more bool, skipped, lost []string) string {

@@ -1,0 +1,155 @@
+package storage
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// walkBatch is how many entries are read from a directory at a time.
+const walkBatch = 256
+
+// visitFunc sees one entry; it returns false to end the walk. The entry is
+// only valid during the call.
+type visitFunc func(e *entry) bool
+
+// entry is one directory entry the walk found.
+type entry struct {
+	dir, name string // the directory (relative to the root) and the entry's name
+	typ       fs.FileMode
+	raw       syscall.RawConn // the open directory
+}
+
+// stat describes the entry without following it, against the open
+// directory, so a path swapped meanwhile cannot redirect it.
+func (e *entry) stat() (st unix.Stat_t, err error) {
+	cerr := e.raw.Control(func(fd uintptr) {
+		err = unix.Fstatat(int(fd), e.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	return st, errors.Join(cerr, err)
+}
+
+// walk visits the tree under root, directory by directory, reading each in
+// batches so that memory stays bounded however many entries one holds.
+// Symlinks are reported, never followed; a directory that vanished or was
+// replaced by something else since it was seen is skipped. Every open goes
+// through root, so nothing outside it is ever read.
+func walk(root *os.Root, visit visitFunc) {
+	pending := []string{"."}
+	for len(pending) > 0 {
+		dir := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		more, ok := walkDir(root, dir, visit)
+		if !ok {
+			return
+		}
+		pending = append(pending, more...)
+	}
+}
+
+// walkDir visits the entries of dir and returns its subdirectories; ok is
+// false when visit ended the walk.
+func walkDir(root *os.Root, dir string, visit visitFunc) (subdirs []string, ok bool) {
+	f, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, true // gone, or swapped for a symlink: nothing of it is counted
+	}
+	defer f.Close()
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil, true
+	}
+	e := &entry{dir: dir, raw: raw}
+	for {
+		batch, err := f.ReadDir(walkBatch)
+		for _, de := range batch {
+			e.name, e.typ = de.Name(), de.Type()
+			if !visit(e) {
+				return nil, false
+			}
+			if de.IsDir() {
+				subdirs = append(subdirs, filepath.Join(dir, e.name))
+			}
+		}
+		if err != nil { // io.EOF, or a directory that cannot be read further
+			return subdirs, true
+		}
+	}
+}
+
+// Usage is what a tree holds.
+type Usage struct {
+	Bytes int64 // regular files: for each, the larger of its size and the disk space it takes
+	Files int64 // entries of every kind (files, folders, links, others), the top folder excluded
+}
+
+// Over reports whether u exceeds limit in bytes or entries (a zero field of
+// limit is no limit).
+func (u Usage) Over(limit Usage) bool {
+	return (limit.Bytes > 0 && u.Bytes > limit.Bytes) || (limit.Files > 0 && u.Files > limit.Files)
+}
+
+// Measure adds up the tree under path (not following symlinks), stopping
+// as soon as the total exceeds stop (then the result is a lower bound and
+// Over(stop) is true). It reads directories in batches, so its memory
+// stays bounded. A missing path measures zero.
+func Measure(path string, stop Usage) (Usage, error) {
+	root, err := os.OpenRoot(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Usage{}, nil
+	}
+	if err != nil {
+		return Usage{}, err
+	}
+	defer root.Close()
+	var u Usage
+	walk(root, func(e *entry) bool {
+		u.Files++
+		if e.typ.IsRegular() {
+			if st, err := e.stat(); err == nil {
+				u.Bytes += max(st.Size, st.Blocks*512)
+			}
+		}
+		return !u.Over(stop)
+	})
+	return u, nil
+}
+
+// File is a regular file Files found.
+type File struct {
+	Path  string // relative to the Dir, slash-separated
+	Bytes int64
+}
+
+// Files returns up to limit regular files of the tree (not following
+// symlinks; temp files of atomic writes left out), sorted by path, after
+// looking at no more than maxEntries entries; more is true when it
+// stopped at either cap. Directories are read in batches, so neither time
+// nor memory depends on how many entries a program left.
+func (d *Dir) Files(limit, maxEntries int) (files []File, more bool) {
+	seen := 0
+	walk(d.root, func(e *entry) bool {
+		if seen++; seen > maxEntries || len(files) > limit {
+			more = true
+			return false
+		}
+		if !e.typ.IsRegular() || strings.HasPrefix(e.name, tempPrefix) {
+			return true
+		}
+		if st, err := e.stat(); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			files = append(files, File{Path: filepath.ToSlash(filepath.Join(e.dir, e.name)), Bytes: st.Size})
+		}
+		return true
+	})
+	if len(files) > limit {
+		files, more = files[:limit], true
+	}
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return files, more
+}
