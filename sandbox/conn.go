@@ -23,6 +23,19 @@ type conn struct {
 	frames  *bufio.Reader
 	diag    *tailWriter    // the runner's own stderr (it writes there only when it refuses to start)
 	writers sync.WaitGroup // request writes under way
+
+	halted   chan struct{} // closed by halt: pybox stops the program (a turn ends lost)
+	haltOnce sync.Once
+	haltWhy  error // set before halted is closed
+}
+
+// halt makes the turn in flight, or the next one, end at once with why as
+// the container's loss (it is then destroyed). The first reason counts.
+func (c *conn) halt(why error) {
+	c.haltOnce.Do(func() {
+		c.haltWhy = why
+		close(c.halted)
+	})
 }
 
 // dial starts spec's container (its command must be the runner) and waits
@@ -34,7 +47,7 @@ func (s *Sandbox) dial(ctx context.Context, spec engine.Spec) (*conn, error) {
 	if err != nil {
 		return nil, s.explain(err)
 	}
-	c := &conn{k: k, frames: bufio.NewReaderSize(k.Stdout, 64<<10), diag: diag}
+	c := &conn{k: k, frames: bufio.NewReaderSize(k.Stdout, 64<<10), diag: diag, halted: make(chan struct{})}
 	if err := c.awaitReady(ctx, s.log); err != nil {
 		return nil, err
 	}
@@ -110,6 +123,11 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 		}
 	case <-timer.C:
 		res.TimedOut, res.ExitCode, lost = true, 137, errTimedOut
+	case <-c.halted:
+		res.ExitCode, lost = 137, c.haltWhy
+		if errors.Is(lost, ErrQuota) {
+			res.QuotaExceeded, res.QuotaNote = true, lost.Error()
+		}
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 		lost = err

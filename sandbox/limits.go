@@ -16,6 +16,12 @@ type Limits struct {
 	TmpBytes    int64         // size of the /tmp tmpfs; default 64 MiB
 	FileBytes   int64         // largest file a program may write (fsize); default 256 MiB
 	OpenFiles   int64         // nofile ulimit; default 1024
+	// The storage quota of a workspace (the code storage, or a session's
+	// folder, with a run's output folder), enforced while programs run: a
+	// program that takes the workspace past it is stopped (Result.QuotaExceeded).
+	WorkspaceBytes int64 // default 1 GiB
+	WorkspaceFiles int64 // files and folders; default 100,000
+	DiskReserve    int64 // bytes the host disk under a workspace keeps free; default 512 MiB, negative = none
 }
 
 // Defaults for Limits.
@@ -28,6 +34,10 @@ const (
 	DefaultTmpBytes    = 64 << 20
 	DefaultFileBytes   = 256 << 20
 	DefaultOpenFiles   = 1024
+
+	DefaultWorkspaceBytes = 1 << 30
+	DefaultWorkspaceFiles = 100_000
+	DefaultDiskReserve    = 512 << 20
 )
 
 // WithDefaults returns l with every zero field set to its default.
@@ -40,6 +50,9 @@ func (l Limits) WithDefaults() Limits {
 	l.TmpBytes = orDefault(l.TmpBytes, DefaultTmpBytes)
 	l.FileBytes = orDefault(l.FileBytes, DefaultFileBytes)
 	l.OpenFiles = orDefault(l.OpenFiles, DefaultOpenFiles)
+	l.WorkspaceBytes = orDefault(l.WorkspaceBytes, DefaultWorkspaceBytes)
+	l.WorkspaceFiles = orDefault(l.WorkspaceFiles, DefaultWorkspaceFiles)
+	l.DiskReserve = orDefault(l.DiskReserve, DefaultDiskReserve)
 	return l
 }
 
@@ -71,6 +84,9 @@ func (l Limits) Validate() error {
 	}
 	if l.TmpBytes < 1<<20 || l.FileBytes < 1<<20 {
 		errs = append(errs, errors.New("tmp and file size limits must be at least 1 MiB"))
+	}
+	if l.WorkspaceBytes < 1<<20 || l.WorkspaceFiles < 100 {
+		errs = append(errs, errors.New("the workspace quota must be at least 1 MiB and 100 files"))
 	}
 	if l.OpenFiles < 64 {
 		errs = append(errs, fmt.Errorf("open files %d is below 64", l.OpenFiles))

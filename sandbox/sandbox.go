@@ -140,6 +140,11 @@ type Program struct {
 	// OnOutput, when set, sees every chunk of output as it arrives
 	// ("stdout" or "stderr"); it must not block.
 	OnOutput func(stream string, chunk []byte)
+	// Prepare, when set, runs once the program has its slot, before its
+	// workspace is measured for the quota and it starts; its error ends
+	// the run. The caller saves the program's file here, so that a call
+	// refused or still queued has written nothing.
+	Prepare func() error
 }
 
 // Result is how a program ended. A failing program is a Result, not an error.
@@ -150,8 +155,13 @@ type Result struct {
 	TimedOut  bool
 	OOMKilled bool
 	Truncated bool // stdout or stderr hit the output cap
-	Duration  time.Duration
-	Timeout   time.Duration // the limit that applied
+	// QuotaExceeded: the program took its workspace past the storage quota
+	// (or the host disk down to its reserve) and was stopped; QuotaNote
+	// says how far.
+	QuotaExceeded bool
+	QuotaNote     string
+	Duration      time.Duration
+	Timeout       time.Duration // the limit that applied
 	// Outputs is a stateless run's own output folder (nil without
 	// Config.RunsDir); the caller reads it, then calls its Remove.
 	Outputs     *Outputs
@@ -175,15 +185,26 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 		return Result{}, err
 	}
 	defer s.slots.Release(1)
+	if err := prepare(p.Prepare); err != nil {
+		return Result{}, err
+	}
+	q, err := s.quotaFor(p.Workspace)
+	if err != nil {
+		return Result{}, err
+	}
 	w := s.takeWarm(ctx, p)
 	defer s.ranDone(p)
 	if w == nil {
-		var err error
 		if w, err = s.startOnce(ctx, p, "run"); err != nil {
 			return Result{}, err
 		}
 	}
+	if w.outputs != nil {
+		q.dirs = append(q.dirs, w.outputs.Dir)
+	}
+	stopWatch := q.watch(w.halt)
 	res, err := s.runOnce(ctx, w, p)
+	stopWatch()
 	if err != nil {
 		res.Outputs.Remove()
 		res.Outputs = nil
@@ -231,6 +252,13 @@ func (s *Sandbox) acquire(ctx context.Context) error {
 		return errClosed
 	}
 	return nil
+}
+
+func prepare(f func() error) error {
+	if f == nil {
+		return nil
+	}
+	return f()
 }
 
 // bound returns ctx, also cancelled by Shutdown.

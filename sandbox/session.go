@@ -22,6 +22,8 @@ type SessionProgram struct {
 	Timeout   time.Duration // 0 = Limits.Timeout
 	Outputs   string        // folder under the workspace for figures; "" = none
 	OnOutput  func(stream string, chunk []byte)
+	Prepare   func() error // as Program.Prepare
+
 	// FollowImage restarts a live session whose image is not Image (say,
 	// packages were installed since it started) before running; the
 	// result's SessionNote says its variables were reset. Without it a

@@ -60,8 +60,9 @@ type sessions struct {
 // liveSession pairs a session with the token that serialises its programs.
 type liveSession struct {
 	*session
-	turn  *semaphore.Weighted
-	fresh atomic.Bool // no call has run in it yet
+	turn      *semaphore.Weighted
+	fresh     atomic.Bool // no call has run in it yet
+	stopWatch func()      // ends the watch on its workspace's quota
 }
 
 const maxEndedNotes = 1024
@@ -97,6 +98,9 @@ func (s *Sandbox) RunInSession(ctx context.Context, id string, p SessionProgram)
 	fresh := ls.fresh.Swap(false)
 	if fresh {
 		note = s.takeEndedNote(id)
+	}
+	if err := prepare(p.Prepare); err != nil {
+		return Result{NewSession: fresh, SessionNote: note}, err
 	}
 	res, err := s.runTurn(ctx, ls, p)
 	res.NewSession, res.SessionNote = fresh, note
@@ -167,6 +171,8 @@ func lostReason(res Result, lost, err error) string {
 		return fmt.Sprintf("a program timed out after %s", res.Timeout)
 	case res.OOMKilled:
 		return "a program ran out of memory"
+	case errors.Is(lost, ErrQuota):
+		return "a program took its workspace over the storage quota"
 	case errors.Is(lost, errAborted):
 		return "a program wrote into its runner's control pipe"
 	case errors.Is(lost, errFraming):
@@ -208,6 +214,7 @@ func (s *Sandbox) retire(ls *liveSession, reason string) {
 		s.sess.ended[ls.id] = reason
 	}
 	s.sess.mu.Unlock()
+	ls.stopWatch()
 	ls.destroy(context.Background(), s.log)
 	if first {
 		s.log.Info("session ended", "session_id", ls.id, "reason", reason)

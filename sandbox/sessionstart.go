@@ -40,6 +40,11 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 		return nil, err
 	}
 	defer s.sess.wg.Done()
+	q, err := s.quotaFor(p.Workspace)
+	if err != nil {
+		s.register(nil)
+		return nil, err
+	}
 	ss, err := s.startSession(s.sess.ctx, id, p)
 	if err != nil {
 		s.register(nil)
@@ -47,7 +52,11 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 	}
 	ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1)}
 	ls.fresh.Store(true)
+	// The watch lasts as long as the session: a thread its programs leave
+	// behind writes between calls too.
+	ls.stopWatch = q.watch(func(why error) { s.overQuota(ls, why) })
 	if !s.register(ls) {
+		ls.stopWatch()
 		ss.destroy(s.sess.ctx, s.log)
 		return nil, errClosed
 	}
@@ -83,4 +92,14 @@ func (s *Sandbox) register(ls *liveSession) bool {
 	}
 	s.sess.live[ls.id] = ls
 	return true
+}
+
+// overQuota stops session ls, whose workspace went over its quota: the
+// call in flight ends with QuotaExceeded; an idle session is retired now.
+func (s *Sandbox) overQuota(ls *liveSession, why error) {
+	ls.halt(why)
+	if ls.turn.TryAcquire(1) {
+		s.retire(ls, "a program took its workspace over the storage quota")
+		ls.turn.Release(1)
+	}
 }

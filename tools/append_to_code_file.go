@@ -29,6 +29,9 @@ func (h *handlers) appendToCodeFile(ctx context.Context, req *mcp.CallToolReques
 	if err != nil {
 		return nil, FileOutput{}, err
 	}
+	if err := h.room(h.cfg.Storage.Path(), int64(len(in.Content))); err != nil {
+		return nil, FileOutput{}, err
+	}
 	size, err := h.cfg.Storage.Append(rel, []byte(in.Content), int64(h.cfg.MaxFileBytes))
 	if err != nil {
 		return nil, FileOutput{}, h.fileError(ctx, "append to the file", in.FilePath, err)

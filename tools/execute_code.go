@@ -2,7 +2,9 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -14,7 +16,7 @@ var executeCodeTool = &mcp.Tool{
 	Name: "execute_code",
 	Description: "Run Python 3 code in a fresh, isolated container and return stdout, stderr and the exit status. " +
 		"The code is saved in the code-storage directory (the container's working directory, /workspace) as " +
-		"<filename>_<random>.py and run there. No network; non-root; memory, CPU, process and time limits. " +
+		"<filename>_<random>.py and run there. No network; non-root; memory, CPU, process and time limits, and a storage quota on the workspace. " +
 		"Figures and files the program saves in its own output folder (path in $PYBOX_OUTPUTS, outputs/<run>/) come back with the result. " +
 		"With session_id the program runs in a long-lived session whose variables persist across calls (each session has its own private folder as /workspace). " +
 		"A failing program is a normal result with its exit code; a timeout kills the container and is reported as an error.",
@@ -37,38 +39,89 @@ func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in
 	if err := h.checkRunArgs(in.TimeoutS, in.Input, in.SessionID); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	f, err := h.saveCode(in.Code, in.Filename, in.SessionID)
+	f, err := h.codeFile(in.Code, in.Filename, in.SessionID)
 	if err != nil {
-		return nil, ExecutionOutput{}, h.internal(ctx, "save code", err)
+		return nil, ExecutionOutput{}, err
 	}
 	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS})
 }
 
-// saveCode stores code as <filename>_<random>.py, in the session's own
-// folder for a session run, and returns where: for a stateless run, the
-// path relative to code storage (run and shown) and the host path; for a
-// session, the host path and the name its tracebacks show.
-func (h *handlers) saveCode(code, filename, session string) (saved, error) {
+// codeFile plans where code is stored, as <filename>_<random>.py: in
+// code storage for a stateless run, in the session's own folder for a
+// session run. The file is written only by save, which the run calls once
+// it holds a slot (so a refused or queued call leaves nothing).
+func (h *handlers) codeFile(code, filename, session string) (*saved, error) {
 	name := storage.NewCodeName(filename)
 	if session == "" {
-		return saved{file: name, host: h.cfg.Storage.Abs(name)}, h.cfg.Storage.Create(name, []byte(code))
+		f := &saved{file: name, host: h.cfg.Storage.Abs(name)}
+		f.save = func() error { return f.store(h, h.cfg.Storage, name, code) }
+		return f, nil
 	}
-	ws, err := h.sessionDir(session)
-	if err != nil {
-		return saved{}, err
+	if err := sandbox.ValidSessionID(session); err != nil {
+		return nil, err
 	}
-	defer ws.Close()
-	if err := ws.Create(name, []byte(code)); err != nil {
-		return saved{}, err
+	if h.cfg.Sessions == nil {
+		return nil, errors.New("sessions are not configured (no sessions folder)")
 	}
-	return saved{host: ws.Abs(name), shown: sandbox.WorkspaceMount + "/" + name}, nil
+	f := &saved{host: filepath.Join(h.cfg.Sessions.Path(), session, name), shown: sandbox.WorkspaceMount + "/" + name}
+	f.save = func() error {
+		ws, err := h.sessionDir(session)
+		if err != nil {
+			return err
+		}
+		defer ws.Close()
+		return f.store(h, ws, name, code)
+	}
+	return f, nil
 }
+
+// maxOverQuotaCode is the largest program file saved into a workspace
+// over its storage quota (for the run that deletes files to make room);
+// it is removed after the run.
+const maxOverQuotaCode = 64 << 10
+
+// store writes the program's file into dir, within its quota. A workspace
+// over its quota still gets a small program (a session's kernel gets the
+// code itself and needs no file at all), which does not stay: see note.
+func (f *saved) store(h *handlers, dir *storage.Dir, name, code string) error {
+	if err := h.room(dir.Path(), int64(len(code))); err != nil {
+		if !errors.Is(err, sandbox.ErrQuota) || len(code) > maxOverQuotaCode {
+			return err
+		}
+		if f.file == "" { // a session: the kernel gets the code itself
+			f.note = "the program's file was not saved: the session's folder is over its storage quota"
+			return nil
+		}
+		f.temporary = true
+		f.note = "the program's file was removed after the run: the workspace is over its storage quota"
+	}
+	if err := dir.Create(name, []byte(code)); err != nil {
+		return fmt.Errorf("%w: %w", errSave, err)
+	}
+	return nil
+}
+
+// errSave marks a failure to store a program's file (an internal failure,
+// unlike a refusal for the quota).
+var errSave = errors.New("save the program's file")
 
 // saved is where a program's file is.
 type saved struct {
-	file  string // relative to code storage (stateless runs)
-	host  string // host path, reported as file_path
-	shown string // sessions: the name tracebacks show
+	file      string       // relative to code storage (stateless runs)
+	host      string       // host path, reported as file_path
+	shown     string       // sessions: the name tracebacks show
+	save      func() error // writes the file (nil: it exists already)
+	temporary bool         // save wrote it into a workspace over its quota: removed after the run
+	note      string       // what save did not keep, if anything
+}
+
+// room fails when a file of size bytes would take the workspace dir past
+// its storage quota (see sandbox.Room).
+func (h *handlers) room(dir string, size int64) error {
+	if h.cfg.Sandbox == nil { // unit tests of the file tools alone
+		return nil
+	}
+	return h.cfg.Sandbox.Room(dir, size)
 }
 
 // checkCode enforces the size cap and the policy's guardrails on code.

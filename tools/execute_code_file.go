@@ -37,7 +37,7 @@ func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest
 		return nil, ExecutionOutput{}, err
 	}
 	// In a session the file is not mounted: tracebacks show its path in code storage.
-	r := runRequest{req: req, saved: saved{file: rel, host: h.cfg.Storage.Abs(rel), shown: rel},
+	r := runRequest{req: req, saved: &saved{file: rel, host: h.cfg.Storage.Abs(rel), shown: rel},
 		session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
 	// A session's container sees only its own folder, so it gets the code
 	// itself; the policy's guardrails need to see it too.

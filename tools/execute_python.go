@@ -48,9 +48,9 @@ func (h *handlers) executePythonStateful(ctx context.Context, req *mcp.CallToolR
 		return nil, ExecutionOutput{}, err
 	}
 	session := defaultSession(req)
-	f, err := h.saveCode(in.Code, "", session)
+	f, err := h.codeFile(in.Code, "", session)
 	if err != nil {
-		return nil, ExecutionOutput{}, h.internal(ctx, "save code", err)
+		return nil, ExecutionOutput{}, err
 	}
 	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: session, follow: true})
 }

@@ -27,6 +27,9 @@ func (h *handlers) initializeCodeFile(ctx context.Context, req *mcp.CallToolRequ
 	if err := h.checkContent(in.Content); err != nil {
 		return nil, FileOutput{}, err
 	}
+	if err := h.room(h.cfg.Storage.Path(), int64(len(in.Content))); err != nil {
+		return nil, FileOutput{}, err
+	}
 	name := storage.NewCodeName(in.Filename)
 	if err := h.cfg.Storage.Create(name, []byte(in.Content)); err != nil {
 		return nil, FileOutput{}, h.fileError(ctx, "create the file", name, err)

@@ -17,16 +17,19 @@ import (
 
 // ExecutionOutput is the structured result of every run.
 type ExecutionOutput struct {
-	ExitCode   int    `json:"exit_code" jsonschema:"the program's exit status (137 when killed)"`
-	Stdout     string `json:"stdout" jsonschema:"captured standard output (capped)"`
-	Stderr     string `json:"stderr" jsonschema:"captured standard error (capped)"`
-	TimedOut   bool   `json:"timed_out" jsonschema:"the program hit its time limit and was killed"`
-	OOMKilled  bool   `json:"oom_killed" jsonschema:"the program exceeded its memory limit and was killed"`
-	Truncated  bool   `json:"truncated" jsonschema:"stdout or stderr exceeded the output cap and was cut"`
-	DurationMS int64  `json:"duration_ms" jsonschema:"wall-clock run time in milliseconds"`
-	FilePath   string `json:"file_path" jsonschema:"host path of the program file in code storage"`
-	SessionID  string `json:"session_id,omitempty" jsonschema:"the session the program ran in"`
-	NewSession bool   `json:"new_session,omitempty" jsonschema:"this call started the session (no earlier variables)"`
+	ExitCode  int    `json:"exit_code" jsonschema:"the program's exit status (137 when killed)"`
+	Stdout    string `json:"stdout" jsonschema:"captured standard output (capped)"`
+	Stderr    string `json:"stderr" jsonschema:"captured standard error (capped)"`
+	TimedOut  bool   `json:"timed_out" jsonschema:"the program hit its time limit and was killed"`
+	OOMKilled bool   `json:"oom_killed" jsonschema:"the program exceeded its memory limit and was killed"`
+	Truncated bool   `json:"truncated" jsonschema:"stdout or stderr exceeded the output cap and was cut"`
+	// QuotaExceeded: the program took its workspace past the storage
+	// quota (or the host disk down to its reserve) and was stopped.
+	QuotaExceeded bool   `json:"quota_exceeded,omitempty" jsonschema:"the program filled its workspace past the storage quota and was stopped"`
+	DurationMS    int64  `json:"duration_ms" jsonschema:"wall-clock run time in milliseconds"`
+	FilePath      string `json:"file_path" jsonschema:"host path of the program file in code storage"`
+	SessionID     string `json:"session_id,omitempty" jsonschema:"the session the program ran in"`
+	NewSession    bool   `json:"new_session,omitempty" jsonschema:"this call started the session (no earlier variables)"`
 	// SessionLost is set when the session's container died or was killed
 	// (timeout, out of memory, the process exited): its variables are gone
 	// and the next call with the same session_id starts a new session.
@@ -40,7 +43,7 @@ type ExecutionOutput struct {
 // runRequest is one program to run.
 type runRequest struct {
 	req      *mcp.CallToolRequest // for progress notifications; may be nil
-	saved    saved                // where the program's file is
+	saved    *saved               // where the program's file is
 	code     string               // the program text (sessions send it to the kernel)
 	session  string               // "" = a fresh, ephemeral container
 	follow   bool                 // the session restarts when the environment changed
@@ -60,6 +63,13 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	res, outs, err := h.execute(ctx, r, timeout)
 	arts, figures, note := outs.collect()
 	outs.close()
+	if r.saved.temporary {
+		r.saved.temporary = false
+		_ = h.cfg.Storage.Remove(r.saved.file) // best effort: a program may have removed or replaced it
+	}
+	if r.saved.note != "" {
+		note += "(" + r.saved.note + ")\n"
+	}
 	if res.OutputsNote != "" {
 		note += "(" + res.OutputsNote + ")\n"
 	}
@@ -68,13 +78,13 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	}
 	out := ExecutionOutput{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
-		OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(),
+		OOMKilled: res.OOMKilled, Truncated: res.Truncated, QuotaExceeded: res.QuotaExceeded, DurationMS: res.Duration.Milliseconds(),
 		FilePath: r.saved.host, SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
 		Artifacts: arts, Figures: len(figures),
 	}
 	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(outs, arts) + note}}, figures...)
-	// A timeout is a tool error; the partial output stays visible.
-	return &mcp.CallToolResult{Content: content, IsError: res.TimedOut}, out, nil
+	// A timeout or a quota stop is a tool error; the partial output stays visible.
+	return &mcp.CallToolResult{Content: content, IsError: res.TimedOut || res.QuotaExceeded}, out, nil
 }
 
 // execute runs r in a fresh container, or in its session, and returns the
@@ -89,7 +99,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	defer prog.stop()
 	if r.session == "" {
 		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
-			File: r.saved.file, Stdin: stdin, Timeout: timeout, OnOutput: prog.hook()})
+			File: r.saved.file, Stdin: stdin, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save})
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
 	ws, err := h.sessionDir(r.session)
@@ -102,7 +112,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
 		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Timeout: timeout,
-		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow})
+		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save})
 	return res, outs, err
 }
 
@@ -158,6 +168,8 @@ func summary(r sandbox.Result) string {
 	switch {
 	case r.TimedOut:
 		fmt.Fprintf(&b, "Execution timed out after %s; the container was killed. Output so far:\n", r.Timeout)
+	case r.QuotaExceeded:
+		fmt.Fprintf(&b, "The program was stopped: %s. Output so far:\n", r.QuotaNote)
 	case r.OOMKilled:
 		fmt.Fprintf(&b, "The program ran out of memory and was killed (exit status %d).\n", r.ExitCode)
 	default:
@@ -187,8 +199,11 @@ func section(b *strings.Builder, name, text string) {
 // infraError turns a failure to run into a tool error the model can act on.
 func (h *handlers) infraError(ctx context.Context, err error) error {
 	switch {
-	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrSessionLimit), errors.Is(err, sandbox.ErrBadSessionID):
+	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrSessionLimit), errors.Is(err, sandbox.ErrBadSessionID),
+		errors.Is(err, sandbox.ErrQuota):
 		return err
+	case errors.Is(err, errSave):
+		return h.internal(ctx, "save code", err)
 	case errors.Is(err, sandbox.ErrUnreachable):
 		return errors.New("Docker is not reachable: start the Docker daemon (run `pybox doctor` for details)")
 	case errors.Is(err, sandbox.ErrShutdown):

@@ -31,7 +31,12 @@ type Config struct {
 	MaxInputBytes int           // largest stdin text accepted; default 1 MiB
 	MaxTimeout    time.Duration // cap on a call's timeout_s; default 300s
 	MaxFileBytes  int           // largest code file the file tools build or read; default 8 MiB
-	Toolset       string        // which tools are listed (see Toolsets); default "default"
+	// MaxCalls bounds the tool calls in flight (running or waiting for a
+	// slot), and MaxCallBytes the bytes of their arguments: past either, a
+	// call is refused at once, before anything of it is decoded or saved.
+	MaxCalls     int    // default 32
+	MaxCallBytes int    // default 16 MiB
+	Toolset      string // which tools are listed (see Toolsets); default "default"
 	// Guard, when set, checks code before it runs (the policy's static
 	// guardrails); its error is shown to the model as is.
 	Guard   func(code string) error
@@ -45,6 +50,8 @@ const (
 	DefaultMaxInputBytes = 1 << 20
 	DefaultMaxTimeout    = 300 * time.Second
 	DefaultMaxFileBytes  = 8 << 20
+	DefaultMaxCalls      = 32
+	DefaultMaxCallBytes  = 16 << 20
 )
 
 type handlers struct{ cfg Config }
@@ -58,6 +65,8 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 	cfg.MaxInputBytes = orDefault(cfg.MaxInputBytes, DefaultMaxInputBytes)
 	cfg.MaxTimeout = orDefault(cfg.MaxTimeout, DefaultMaxTimeout)
 	cfg.MaxFileBytes = orDefault(cfg.MaxFileBytes, DefaultMaxFileBytes)
+	cfg.MaxCalls = orDefault(cfg.MaxCalls, DefaultMaxCalls)
+	cfg.MaxCallBytes = max(orDefault(cfg.MaxCallBytes, DefaultMaxCallBytes), 2*cfg.MaxCodeBytes+64<<10)
 	cfg.Version = orDefault(cfg.Version, "dev")
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -68,6 +77,7 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "pybox", Title: "pybox: Python in a locked-down sandbox", Version: cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions})
 	h := &handlers{cfg: cfg}
+	s.AddReceivingMiddleware((&admission{maxCalls: cfg.MaxCalls, maxBytes: cfg.MaxCallBytes, log: cfg.Log}).middleware)
 	if err := h.register(s, orDefault(cfg.Toolset, ToolsetDefault)); err != nil {
 		return nil, err
 	}

@@ -35,6 +35,9 @@ func (h *handlers) writeFile(ctx context.Context, req *mcp.CallToolRequest, in W
 	if err != nil {
 		return nil, WriteFileOutput{}, err
 	}
+	if err := h.room(h.cfg.Storage.Path(), int64(len(in.Content))); err != nil {
+		return nil, WriteFileOutput{}, err
+	}
 	if err := h.cfg.Storage.Write(rel, []byte(in.Content)); err != nil {
 		return nil, WriteFileOutput{}, h.workspaceError(ctx, "write the file", in.Path, err)
 	}

@@ -33,6 +33,10 @@ type config struct {
 	CPUs          float64
 	Pids          int64
 	OutputLimit   string
+	Quota         string
+	QuotaFiles    int64
+	DiskReserve   string
+	MaxCalls      int
 	MaxConcurrent int
 	QueueWait     time.Duration
 	MaxSessions   int
@@ -86,6 +90,10 @@ func (c *config) settings() []setting {
 		{"cpus", "PYBOX_CPUS", "CPU quota per run in cores", func(fs *flag.FlagSet, n, u string) { fs.Float64Var(&c.CPUs, n, sandbox.DefaultCPUs, u) }},
 		{"pids", "PYBOX_PIDS", "processes and threads per run", func(fs *flag.FlagSet, n, u string) { fs.Int64Var(&c.Pids, n, sandbox.DefaultPids, u) }},
 		{"output-limit", "PYBOX_OUTPUT_LIMIT", "cap per output stream (e.g. 1m)", str(&c.OutputLimit, "1m")},
+		{"workspace-quota", "PYBOX_WORKSPACE_QUOTA", "storage quota of a workspace (the code storage; each session's folder), enforced while programs run (e.g. 1g)", str(&c.Quota, "1g")},
+		{"workspace-max-files", "PYBOX_WORKSPACE_MAX_FILES", "files and folders a workspace may hold", func(fs *flag.FlagSet, n, u string) { fs.Int64Var(&c.QuotaFiles, n, sandbox.DefaultWorkspaceFiles, u) }},
+		{"disk-reserve", "PYBOX_DISK_RESERVE", "free space the host disk under the workspaces keeps: programs are stopped, and files refused, below it (e.g. 512m)", str(&c.DiskReserve, "512m")},
+		{"max-calls", "PYBOX_MAX_CALLS", "tool calls in flight at once (running or queued); more are refused at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxCalls, n, 32, u) }},
 		{"max-concurrent", "PYBOX_MAX_CONCURRENT", "programs running at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxConcurrent, n, 4, u) }},
 		{"queue-wait", "PYBOX_QUEUE_WAIT", "how long a run waits for a free slot before a busy error", dur(&c.QueueWait, 30*time.Second)},
 		{"warm-pool", "PYBOX_WARM_POOL", "ready containers kept per environment for fast runs, at least (more under demand; 0 disables)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.WarmPool, n, 2, u) }},
@@ -205,7 +213,19 @@ func (c *config) limits() (sandbox.Limits, error) {
 	if err != nil {
 		return sandbox.Limits{}, fmt.Errorf("output limit %q: %w", c.OutputLimit, err)
 	}
-	l := sandbox.Limits{Timeout: c.Timeout, Memory: mem, CPUs: c.CPUs, Pids: c.Pids, OutputBytes: int(out)}.WithDefaults()
+	quota, err := units.RAMInBytes(c.Quota)
+	if err != nil {
+		return sandbox.Limits{}, fmt.Errorf("workspace quota %q: %w", c.Quota, err)
+	}
+	reserve, err := units.RAMInBytes(c.DiskReserve)
+	if err != nil {
+		return sandbox.Limits{}, fmt.Errorf("disk reserve %q: %w", c.DiskReserve, err)
+	}
+	if reserve == 0 {
+		reserve = -1 // none (a zero limit means the default)
+	}
+	l := sandbox.Limits{Timeout: c.Timeout, Memory: mem, CPUs: c.CPUs, Pids: c.Pids, OutputBytes: int(out),
+		WorkspaceBytes: quota, WorkspaceFiles: c.QuotaFiles, DiskReserve: reserve}.WithDefaults()
 	return l, l.Validate()
 }
 
@@ -253,6 +273,9 @@ func (c *config) validate() error {
 	}
 	if c.MaxTimeout < c.Timeout {
 		errs = append(errs, fmt.Errorf("max timeout %v is below the default timeout %v", c.MaxTimeout, c.Timeout))
+	}
+	if c.MaxCalls < 1 {
+		errs = append(errs, errors.New("max calls must be at least 1"))
 	}
 	if c.MaxConcurrent < 1 {
 		errs = append(errs, errors.New("max concurrent must be at least 1"))

@@ -58,7 +58,7 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	srv, err := tools.NewServer(tools.Config{
 		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.envs, Index: a.index, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
-		MaxTimeout: c.MaxTimeout, Toolset: c.Toolset, Guard: c.policy.Check, Version: version, Log: a.log,
+		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, Version: version, Log: a.log,
 	})
 	if err != nil {
 		return err

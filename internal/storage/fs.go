@@ -1,6 +1,10 @@
 package storage
 
-import "io/fs"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+)
 
 // FS is the directory as a read-only file system confined to the root
 // (symlinks that lead out of it fail to open; fs.WalkDir does not follow
@@ -15,4 +19,23 @@ func (d *Dir) RemoveEmpty(rel string) {
 		return
 	}
 	_ = d.root.Remove(rel) // fails, harmlessly, when the directory is not empty
+}
+
+// Remove removes the file rel (never a directory, nor what a symlink
+// points to); an absent file is no error.
+func (d *Dir) Remove(rel string) error {
+	fi, err := d.root.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return d.wrap("stat", rel, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s: %w (directory)", rel, ErrNotFile)
+	}
+	if err := d.root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return d.wrap("remove", rel, err)
+	}
+	return nil
 }
