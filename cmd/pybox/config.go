@@ -37,6 +37,7 @@ type config struct {
 	QuotaFiles    int64
 	DiskReserve   string
 	MaxCalls      int
+	StallTimeout  time.Duration
 	MaxConcurrent int
 	QueueWait     time.Duration
 	MaxSessions   int
@@ -94,6 +95,7 @@ func (c *config) settings() []setting {
 		{"workspace-max-files", "PYBOX_WORKSPACE_MAX_FILES", "files and folders a workspace may hold", func(fs *flag.FlagSet, n, u string) { fs.Int64Var(&c.QuotaFiles, n, sandbox.DefaultWorkspaceFiles, u) }},
 		{"disk-reserve", "PYBOX_DISK_RESERVE", "free space the host disk under the workspaces keeps: programs are stopped, and files refused, below it (e.g. 512m)", str(&c.DiskReserve, "512m")},
 		{"max-calls", "PYBOX_MAX_CALLS", "tool calls in flight at once (running or queued); more are refused at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxCalls, n, 32, u) }},
+		{"stall-timeout", "PYBOX_STALL_TIMEOUT", "how long a write to the client (stdout) may stay blocked before the client is taken as gone: every run stops, its containers are removed and the server exits", dur(&c.StallTimeout, 30*time.Second)},
 		{"max-concurrent", "PYBOX_MAX_CONCURRENT", "programs running at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxConcurrent, n, 4, u) }},
 		{"queue-wait", "PYBOX_QUEUE_WAIT", "how long a run waits for a free slot before a busy error", dur(&c.QueueWait, 30*time.Second)},
 		{"warm-pool", "PYBOX_WARM_POOL", "ready containers kept per environment for fast runs, at least (more under demand; 0 disables)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.WarmPool, n, 2, u) }},
@@ -273,6 +275,9 @@ func (c *config) validate() error {
 	}
 	if c.MaxTimeout < c.Timeout {
 		errs = append(errs, fmt.Errorf("max timeout %v is below the default timeout %v", c.MaxTimeout, c.Timeout))
+	}
+	if c.StallTimeout < 100*time.Millisecond {
+		errs = append(errs, errors.New("stall timeout must be at least 100ms"))
 	}
 	if c.MaxCalls < 1 {
 		errs = append(errs, errors.New("max calls must be at least 1"))

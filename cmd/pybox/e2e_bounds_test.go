@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
 // peakRSS is a process's peak resident memory in KiB (VmHWM).
@@ -90,5 +94,53 @@ func TestManyLargeCallsAreRefusedCheaply(t *testing.T) {
 	// The server still serves.
 	if out, res := s.exec(map[string]any{"code": "print(2)"}); out.Stdout != "2\n" {
 		t.Fatalf("after the flood: %s", text(res))
+	}
+}
+
+// A client that stops reading stdout does not hold the server or its
+// containers: once a write has been blocked for the stall limit, every run
+// stops, every container goes, and the server exits (the old server kept
+// itself and 3 containers alive as long as the client lived).
+func TestStalledClientDoesNotHoldContainers(t *testing.T) {
+	eng := testenv.Docker(t)
+	testenv.RuntimeImage(t, eng, "base")
+	storage := t.TempDir()
+	cmd := exec.Command(pyboxBin, "serve")
+	cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+storage, "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never", "PYBOX_STALL_TIMEOUT=3s")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe() // never read: the client has stalled
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	defer stdout.Close()
+	defer stdin.Close()
+	call := func(id int, args string) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"execute_code","arguments":` + args + `}}` + "\n"
+	}
+	msgs := rawInit + `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		call(10, `{"code":"print('x' * 900000)","session_id":"held"}`) + // a large answer nobody reads, and a session container
+		call(11, `{"code":"import time\nopen('started-11', 'w').close()\ntime.sleep(100)","timeout_s":150}`) +
+		call(12, `{"code":"import time\nopen('started-12', 'w').close()\ntime.sleep(100)","timeout_s":150}`)
+	go io.WriteString(stdin, msgs)
+	waitFile(t, filepath.Join(storage, "started-11"))
+	waitFile(t, filepath.Join(storage, "started-12"))
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Errorf("the server exited with status 0 after its client stalled; want a failure status")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server still runs 60s after its client stopped reading; its log:\n%s", stderr.String())
+	}
+	if left := testenv.Managed(t, eng, map[string]string{"pybox.pid": strconv.Itoa(cmd.Process.Pid)}); len(left) != 0 {
+		t.Errorf("containers left after the client stalled: %v", left)
+	}
+	if !strings.Contains(stderr.String(), "stopped reading") {
+		t.Errorf("the log does not say why the server stopped:\n%s", stderr.String())
 	}
 }

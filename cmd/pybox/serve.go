@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -68,25 +69,47 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	// flight at once: their containers go, and the server exits in seconds
 	// instead of waiting for them.
 	defer context.AfterFunc(ctx, a.sandbox.Shutdown)()
-	err = runStdio(ctx, srv, stdin, stdout, a.log, a.sandbox.Shutdown)
+	err = runStdio(ctx, srv, stdio{in: stdin, out: stdout, stall: c.StallTimeout}, a.log, a.sandbox.Shutdown)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
 
-// runStdio serves srv on stdin/stdout through the stdio guard; onEOF runs
-// when stdin ends, before the SDK finishes the calls in flight.
-func runStdio(ctx context.Context, srv *mcp.Server, stdin io.Reader, stdout io.Writer, log *slog.Logger, onEOF func()) error {
-	out := &lockedWriter{w: stdout}
+// stdio is the server's end of the stdio transport.
+type stdio struct {
+	in    io.Reader
+	out   io.Writer
+	stall time.Duration // a write to out blocked this long means the client is gone
+}
+
+// runStdio serves srv on the stdio pair through the stdio guard. The
+// client going away, by ending stdin or by no longer reading stdout for
+// the stall limit, calls gone at once, before the SDK finishes the calls
+// in flight; a stalled client makes runStdio return errStalled without
+// waiting for the writes that will never end.
+func runStdio(ctx context.Context, srv *mcp.Server, io_ stdio, log *slog.Logger, gone func()) error {
+	stdin := io_.in
+	out := &lockedWriter{w: io_.out}
 	pr, pw := io.Pipe()
-	guard := &stdioGuard{in: stdin, out: out, pipe: pw, log: log, onEOF: onEOF}
+	guard := &stdioGuard{in: stdin, out: out, pipe: pw, log: log, onEOF: gone}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		guard.run()
 	}()
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: out})
+	quit := make(chan struct{})
+	defer close(quit)
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: out}) }()
+	var err error
+	select {
+	case err = <-served:
+	case <-watchStall(out, io_.stall, quit):
+		log.Error("the client stopped reading the server's output: stopping every run, removing the containers and exiting", "blocked_for", io_.stall)
+		gone()
+		return fmt.Errorf("%w for %v", errStalled, io_.stall)
+	}
 	pr.Close() // unblocks the guard if it is writing
 	if c, ok := stdin.(io.Closer); ok {
 		c.Close() // unblocks it if it is reading (a pipe; a terminal may not wake)

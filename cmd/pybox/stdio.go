@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -17,16 +19,53 @@ import (
 const maxMessage = 16 << 20
 
 // lockedWriter serialises whole-message writes to stdout from the SDK and
-// from the guard below.
+// from the guard below, and notes when a write started that has not
+// ended, so a client that stopped reading can be told from a busy one.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	writing atomic.Int64 // unix nanoseconds when the write under way began; 0 = none
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.writing.Store(time.Now().UnixNano())
+	defer l.writing.Store(0)
 	return l.w.Write(p)
+}
+
+// blocked is how long the write under way has been blocked; 0 if none.
+func (l *lockedWriter) blocked() time.Duration {
+	if t := l.writing.Load(); t != 0 {
+		return time.Since(time.Unix(0, t))
+	}
+	return 0
+}
+
+// errStalled: the client stopped reading what the server writes.
+var errStalled = errors.New("the client stopped reading the server's output")
+
+// watchStall returns, on stalled, once a write to out has been blocked
+// for longer than limit, until done is closed.
+func watchStall(out *lockedWriter, limit time.Duration, done <-chan struct{}) <-chan struct{} {
+	stalled := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(max(limit/10, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if out.blocked() > limit {
+					close(stalled)
+					return
+				}
+			}
+		}
+	}()
+	return stalled
 }
 
 func (l *lockedWriter) Close() error { return nil }
