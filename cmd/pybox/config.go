@@ -16,6 +16,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/logcap"
 	"github.com/pybox-dev/pybox/policies"
 	"github.com/pybox-dev/pybox/sandbox"
 	"github.com/pybox-dev/pybox/tools"
@@ -262,7 +263,9 @@ func (c *config) logger(w io.Writer) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", c.LogLevel)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+	// Bounded: values cut at 1 KiB, a message repeated past a burst
+	// rate-limited, so nothing a program provokes floods the log.
+	return slog.New(logcap.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))), nil
 }
 
 // validate checks settings that have no parser of their own.

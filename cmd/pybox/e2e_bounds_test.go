@@ -144,3 +144,32 @@ func TestStalledClientDoesNotHoldContainers(t *testing.T) {
 		t.Errorf("the log does not say why the server stopped:\n%s", stderr.String())
 	}
 }
+
+// What a sandbox makes the server log is bounded: a session writing 60 MiB
+// to stderr adds nothing to the log (the old server logged 64 MiB), and a
+// program provoking the same warning call after call is rate-limited.
+func TestSandboxCannotFloodTheLog(t *testing.T) {
+	s := startServer(t)
+	flood := "import os, sys\nchunk = 'e' * (1 << 20)\nfor _ in range(30):\n    sys.stderr.write(chunk)\n    os.write(2, chunk.encode())\nprint('done')"
+	out, res := s.exec(map[string]any{"code": flood, "session_id": "loud", "timeout_s": 120})
+	if out.ExitCode != 0 || !out.Truncated {
+		t.Fatalf("flood: %s", text(res))
+	}
+	if n := len(s.stderr.String()); n > 64<<10 {
+		t.Fatalf("60 MiB on a session's stderr grew the server log to %d bytes", n)
+	}
+	// Each of these writes garbage into the runner's channel, which ends
+	// its session with a warning.
+	breaker := "import os\nfor fd in range(3, 64):\n    try: os.write(fd, b'x' * 4096)\n    except OSError: pass\nprint('broke')"
+	start := time.Now()
+	const calls = 30
+	for range calls {
+		s.exec(map[string]any{"code": breaker, "session_id": "breaker"})
+	}
+	logged := strings.Count(s.stderr.String(), "runner ended during a program")
+	allowed := 20 + int(time.Since(start)/(3*time.Second)) + 1 // logcap's burst and rate
+	t.Logf("%d calls that each provoke a warning in %v: %d logged; server log %d bytes", calls, time.Since(start).Round(time.Second), logged, len(s.stderr.String()))
+	if logged == 0 || logged > allowed {
+		t.Fatalf("%d warnings logged for %d calls; want between 1 and %d", logged, calls, allowed)
+	}
+}
