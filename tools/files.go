@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,6 +59,8 @@ func (h *handlers) fileError(ctx context.Context, what, filePath string, err err
 		return fmt.Errorf("file_path %s is outside the code storage directory %s (or passes through a symlink that leads out of it); only files in code storage can be used", filePath, h.cfg.Storage.Path())
 	case errors.Is(err, storage.ErrNotFound):
 		return fmt.Errorf("file not found: %s; create it with initialize_code_file", filePath)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("file_path %s passes through a file (or a symlink) as if it were a directory; refused", filePath)
 	case errors.Is(err, storage.ErrNotFile):
 		return fmt.Errorf("file_path %s is not a regular file; symlinks, directories, FIFOs, sockets and devices are refused", filePath)
 	case errors.Is(err, storage.ErrTooLarge):

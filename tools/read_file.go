@@ -135,6 +135,8 @@ func (h *handlers) workspacePath(ctx context.Context, p string) (string, error) 
 // the workspace tools' argument (path); the rest goes to fileError.
 func (h *handlers) workspaceError(ctx context.Context, what, p string, err error) error {
 	switch {
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("path %s passes through a file (or a symlink) as if it were a directory; refused", p)
 	case errors.Is(err, storage.ErrBadName):
 		return fmt.Errorf("invalid path %.100q (%v): give a path in the workspace, relative to it or absolute under %s", p, err, h.cfg.Storage.Path())
 	case errors.Is(err, storage.ErrOutside):
@@ -143,8 +145,6 @@ func (h *handlers) workspaceError(ctx context.Context, what, p string, err error
 		return fmt.Errorf("not found: %s (see what the workspace holds with list_files)", p)
 	case errors.Is(err, storage.ErrNotFile):
 		return fmt.Errorf("path %s is not a regular file; symlinks, directories, FIFOs, sockets and devices are refused", p)
-	case errors.Is(err, syscall.ENOTDIR):
-		return fmt.Errorf("path %s passes through a file as if it were a directory", p)
 	}
 	return h.fileError(ctx, what, p, err)
 }

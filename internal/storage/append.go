@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 )
@@ -26,12 +25,17 @@ type appendMutex = sync.Mutex
 func (d *Dir) Append(rel string, content []byte, maxTotal int64) (int64, error) {
 	d.appendMu.Lock()
 	defer d.appendMu.Unlock()
-	old, fi, err := d.readForAppend(rel, int64(len(content)), maxTotal)
+	p, err := d.place(rel, false)
+	if err != nil {
+		return 0, err
+	}
+	defer p.close()
+	old, fi, err := d.readForAppend(p, int64(len(content)), maxTotal)
 	if err != nil {
 		return 0, err
 	}
 	data := append(old, content...)
-	if err := d.replace(rel, data, fi); err != nil {
+	if err := d.replace(p, data, fi); err != nil {
 		return 0, err
 	}
 	return int64(len(data)), nil
@@ -41,8 +45,9 @@ func (d *Dir) Append(rel string, content []byte, maxTotal int64) (int64, error) 
 // add more bytes would exceed maxTotal. The limit applies to what is read,
 // not only to the size seen by stat, since sandboxed code may grow the file
 // meanwhile.
-func (d *Dir) readForAppend(rel string, add, maxTotal int64) ([]byte, fs.FileInfo, error) {
-	f, fi, err := d.openRegular(rel)
+func (d *Dir) readForAppend(p *place, add, maxTotal int64) ([]byte, fs.FileInfo, error) {
+	rel := p.rel
+	f, fi, err := d.openRegularIn(p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,21 +70,21 @@ func tooLarge(rel string, size, add, maxTotal int64) error {
 	return fmt.Errorf("append to %s: %d bytes plus %d would exceed the limit of %d bytes: %w", rel, size, add, maxTotal, ErrTooLarge)
 }
 
-// replace atomically replaces rel with data through a temp file in the
-// same directory that carries old's permission bits (and owner, as root).
-func (d *Dir) replace(rel string, data []byte, old fs.FileInfo) error {
-	tmp := filepath.Join(filepath.Dir(rel), ".pybox-tmp-"+randomHex(6))
-	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// replace atomically replaces p's file with data through a temp file in
+// the same folder that carries old's permission bits (and owner, as root).
+func (d *Dir) replace(p *place, data []byte, old fs.FileInfo) error {
+	tmp := tempPrefix + randomHex(6)
+	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return d.wrap("append", rel, err)
+		return d.wrap("append", p.rel, err)
 	}
 	err = writeTemp(f, data, old)
 	if err == nil {
-		err = d.root.Rename(tmp, rel)
+		err = p.dir.Rename(tmp, p.name)
 	}
 	if err != nil {
-		_ = d.root.Remove(tmp) // best effort: the temp file is ours and useless now
-		return d.wrap("append", rel, err)
+		_ = p.dir.Remove(tmp) // in the same folder: it goes
+		return d.wrap("append", p.rel, err)
 	}
 	return nil
 }

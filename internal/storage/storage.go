@@ -141,10 +141,52 @@ func (d *Dir) Abs(rel string) string { return filepath.Join(d.path, rel) }
 
 // Create writes content to rel atomically; it fails if rel exists.
 func (d *Dir) Create(rel string, content []byte) error {
-	if _, err := d.root.Lstat(rel); err == nil {
+	p, err := d.place(rel, true)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if _, err := p.dir.Lstat(p.name); err == nil {
 		return fmt.Errorf("create %s: %w", rel, fs.ErrExist)
 	}
-	return d.Write(rel, content)
+	return d.writeIn(p, bytes.NewReader(content))
+}
+
+// place is where rel lives: an open handle on its folder, and its name
+// there. Everything done through a place happens in that one folder,
+// whatever a program does to the path meanwhile (renames a folder on it,
+// swaps one for a symlink): a write lands in the folder that was checked,
+// and its temp file can always be removed.
+type place struct {
+	dir  *os.Root
+	name string
+	rel  string
+	own  bool // dir is this place's to close
+}
+
+// place opens rel's folder (creating it and its parents when create).
+func (d *Dir) place(rel string, create bool) (*place, error) {
+	parent, name := filepath.Split(rel)
+	parent = filepath.Clean(parent)
+	if parent == "." {
+		return &place{dir: d.root, name: name, rel: rel}, nil
+	}
+	if create {
+		if err := d.mkdirAll(parent); err != nil {
+			return nil, d.wrap("create directory", parent, err)
+		}
+	}
+	dir, err := d.root.OpenRoot(parent)
+	if err != nil {
+		return nil, d.wrap("open directory", parent, err)
+	}
+	return &place{dir: dir, name: name, rel: rel, own: true}, nil
+}
+
+func (p *place) close() {
+	if p.own {
+		p.dir.Close()
+	}
 }
 
 // Write replaces rel with content atomically (temp file + rename), creating
@@ -166,30 +208,36 @@ func (d *Dir) CopyFrom(rel string, src *Dir, srcRel string) error {
 
 // writeFrom replaces rel with what r holds (temp file + rename).
 func (d *Dir) writeFrom(rel string, r io.Reader) error {
-	if dir := filepath.Dir(rel); dir != "." {
-		if err := d.mkdirAll(dir); err != nil {
-			return d.wrap("create directory", dir, err)
-		}
-	}
-	if err := d.refuseSpecial(rel); err != nil {
+	p, err := d.place(rel, true)
+	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(rel), ".pybox-tmp-"+randomHex(6))
-	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	defer p.close()
+	return d.writeIn(p, r)
+}
+
+// writeIn replaces p's file with what r holds: a temp file in p's folder,
+// renamed over it there.
+func (d *Dir) writeIn(p *place, r io.Reader) error {
+	if err := d.refuseSpecialIn(p); err != nil {
+		return err
+	}
+	tmp := tempPrefix + randomHex(6)
+	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
-		return d.wrap("write", rel, err)
+		return d.wrap("write", p.rel, err)
 	}
 	_, werr := io.Copy(f, r)
 	merr := d.finishMode(f)
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, merr, serr, cerr); err != nil {
-		_ = d.root.Remove(tmp) // best effort: the temp file is ours and useless now
-		return d.wrap("write", rel, err)
+		_ = p.dir.Remove(tmp) // best effort: the temp file is ours and useless now
+		return d.wrap("write", p.rel, err)
 	}
-	if err := d.root.Rename(tmp, rel); err != nil {
-		_ = d.root.Remove(tmp) // best effort, as above
-		return d.wrap("write", rel, err)
+	if err := p.dir.Rename(tmp, p.name); err != nil {
+		_ = p.dir.Remove(tmp) // in the same folder: it goes
+		return d.wrap("write", p.rel, err)
 	}
 	return nil
 }
@@ -207,18 +255,18 @@ func (d *Dir) finishMode(f *os.File) error {
 	return nil
 }
 
-// refuseSpecial fails when rel exists and is not a regular file (a
+// refuseSpecialIn fails when p's file exists and is not a regular file (a
 // directory, FIFO, device, socket or symlink).
-func (d *Dir) refuseSpecial(rel string) error {
-	fi, err := d.root.Lstat(rel)
+func (d *Dir) refuseSpecialIn(p *place) error {
+	fi, err := p.dir.Lstat(p.name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return d.wrap("stat", rel, err)
+		return d.wrap("stat", p.rel, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: %w (%s)", rel, ErrNotFile, kind(fi.Mode()))
+		return fmt.Errorf("%s: %w (%s)", p.rel, ErrNotFile, kind(fi.Mode()))
 	}
 	return nil
 }
@@ -239,7 +287,12 @@ func (d *Dir) Read(rel string, limit int64) (data []byte, cut bool, err error) {
 
 // Stat returns information about rel without following a final symlink.
 func (d *Dir) Stat(rel string) (fs.FileInfo, error) {
-	fi, err := d.root.Lstat(rel)
+	p, err := d.place(rel, false)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	fi, err := p.dir.Lstat(p.name)
 	if err != nil {
 		return nil, d.wrap("stat", rel, err)
 	}
@@ -247,12 +300,24 @@ func (d *Dir) Stat(rel string) (fs.FileInfo, error) {
 }
 
 // openRegular opens rel for reading, refusing anything but a regular file.
-// The check happens on the opened handle, so a swap after Lstat is caught.
 func (d *Dir) openRegular(rel string) (*os.File, fs.FileInfo, error) {
-	if err := d.refuseSpecial(rel); err != nil {
+	p, err := d.place(rel, false)
+	if err != nil {
 		return nil, nil, err
 	}
-	f, err := d.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	defer p.close() // the file stays open
+	return d.openRegularIn(p)
+}
+
+// openRegularIn opens p's file for reading, refusing anything but a
+// regular file. The check happens on the opened handle, so a swap after
+// the Lstat is caught; the open never follows a symlink nor blocks on a FIFO.
+func (d *Dir) openRegularIn(p *place) (*os.File, fs.FileInfo, error) {
+	rel := p.rel
+	if err := d.refuseSpecialIn(p); err != nil {
+		return nil, nil, err
+	}
+	f, err := p.dir.OpenFile(p.name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, nil, d.wrap("open", rel, err)
 	}
@@ -271,16 +336,34 @@ func (d *Dir) wrap(op, rel string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, rel, ErrNotFound)
 	case escapes(err):
 		return fmt.Errorf("%s %s: %w", op, rel, ErrOutside)
+	case errors.Is(err, syscall.ENOTDIR) || rootRefusal(err) == "not a directory":
+		return fmt.Errorf("%s %s: %w: %w", op, rel, ErrNotFile, syscall.ENOTDIR) // a folder on its path is a file or a symlink
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%s %s: %w (symlink)", op, rel, ErrNotFile)
 	}
 	return fmt.Errorf("%s %s: %w", op, rel, err)
 }
 
-// escapes reports an os.Root refusal: a path error that is not an errno is
-// the root's own "path escapes from parent" (it has no exported sentinel).
-func escapes(err error) bool {
-	var pe *fs.PathError
+// escapes reports an os.Root refusal to leave the root.
+func escapes(err error) bool { return rootRefusal(err) == "path escapes from parent" }
+
+// rootRefusal is the text of an os.Root error of its own (not an errno
+// from the system): "path escapes from parent", or "not a directory" when
+// it opens a file as a folder. os.Root exports no sentinels for them.
+func rootRefusal(err error) string {
 	var errno syscall.Errno
-	return errors.As(err, &pe) && !errors.As(err, &errno)
+	if errors.As(err, &errno) {
+		return ""
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err.Error()
+	}
+	return ""
 }
 
 func kind(m fs.FileMode) string {
