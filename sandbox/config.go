@@ -65,7 +65,7 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 			Memory:     l.Memory,
 			MemorySwap: l.Memory, // equal: no swap beyond the memory limit
 			NanoCPUs:   int64(l.CPUs * 1e9),
-			PidsLimit:  ptr(l.Pids),
+			PidsLimit:  ptr(pidsLimit(l.Pids, p.Runtime)),
 			Ulimits: []*units.Ulimit{
 				{Name: "nofile", Soft: l.OpenFiles, Hard: l.OpenFiles},
 				{Name: "fsize", Soft: l.FileBytes, Hard: l.FileBytes},
@@ -80,6 +80,19 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: p.Outputs.Dir, Target: p.Outputs.Path()})
 	}
 	return cfg, host
+}
+
+// pidsLimit is the container's pids limit for a limit of pids guest
+// processes and threads. Under gVisor the cgroup counts the sandbox's own
+// host tasks (the sentry's threads, the gofer, a stub per guest process),
+// and passing it aborts the whole sandbox: runsc gets twice the limit plus
+// 64, which leaves about the same room for programs (128 → 320: a fork
+// bomb is stopped after ~140 processes, where runc allows 128).
+func pidsLimit(pids int64, runtime string) int64 {
+	if runtime == "runsc" {
+		return 2*pids + 64
+	}
+	return pids
 }
 
 // envList renders env sorted by key, so the mapping is deterministic.

@@ -59,6 +59,7 @@ func TestHardeningInvariants(t *testing.T) {
 	cfg, host := ContainerConfig(Plan{Image: "i", User: "10001:10001", Workspace: "/w", Limits: Limits{}.WithDefaults()})
 	_, withOut := ContainerConfig(Plan{Image: "i", User: "10001:10001", Workspace: "/w", Limits: Limits{}.WithDefaults(),
 		Outputs: &Outputs{Name: "r1", Dir: "/runs/r1"}})
+	_, gvisor := ContainerConfig(Plan{Image: "i", User: "10001:10001", Runtime: "runsc", Limits: Limits{}.WithDefaults()})
 	checks := []struct {
 		name string
 		ok   bool
@@ -69,6 +70,7 @@ func TestHardeningInvariants(t *testing.T) {
 		{"read-only root", host.ReadonlyRootfs},
 		{"no extra swap", host.Memory > 0 && host.MemorySwap == host.Memory},
 		{"pids limit", host.PidsLimit != nil && *host.PidsLimit == DefaultPids},
+		{"runsc's pids limit leaves room for gVisor's own tasks", gvisor.PidsLimit != nil && *gvisor.PidsLimit == 2*DefaultPids+64 && gvisor.Runtime == "runsc"},
 		{"no docker-init: the runner is PID 1, alone with the streams", host.Init != nil && !*host.Init},
 		{"not privileged", !host.Privileged},
 		{"no logging", host.LogConfig.Type == "none"},

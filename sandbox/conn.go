@@ -198,7 +198,17 @@ func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) 
 		return
 	}
 	c.exitInto(res) // read how it exited before removing it
+	// The supervisor sends its verdict before it exits; status 2 without
+	// one is the runtime's own kill (gVisor's, past the process limit).
+	res.ResourceKilled = res.ExitCode == 2 && !res.OOMKilled
+	if res.ResourceKilled {
+		fmt.Fprintf(stderr, "\npybox: %s\n", resourceKillNote)
+	}
 }
+
+// resourceKillNote explains a ResourceKilled result.
+const resourceKillNote = "the sandbox was killed for exceeding its resource limits (too many processes or threads: under gVisor, " +
+	"passing the process limit aborts the whole sandbox, and output written after that point is lost)"
 
 // exitInto records how the container ended, waiting briefly for the
 // daemon to report its exit.

@@ -160,8 +160,12 @@ type Result struct {
 	// says how far.
 	QuotaExceeded bool
 	QuotaNote     string
-	Duration      time.Duration
-	Timeout       time.Duration // the limit that applied
+	// ResourceKilled: the container ended with status 2 without the
+	// runner's verdict: its runtime killed the whole sandbox, which gVisor
+	// does when a program passes the process limit.
+	ResourceKilled bool
+	Duration       time.Duration
+	Timeout        time.Duration // the limit that applied
 	// Outputs is a stateless run's own output folder (nil without
 	// Config.RunsDir); the caller reads it, then calls its Remove.
 	Outputs     *Outputs

@@ -171,6 +171,8 @@ func lostReason(res Result, lost, err error) string {
 		return fmt.Sprintf("a program timed out after %s", res.Timeout)
 	case res.OOMKilled:
 		return "a program ran out of memory"
+	case res.ResourceKilled:
+		return "a program exceeded the sandbox's resource limits (too many processes)"
 	case errors.Is(lost, ErrQuota):
 		return "a program took its workspace over the storage quota"
 	case errors.Is(lost, errAborted):

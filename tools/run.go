@@ -25,11 +25,14 @@ type ExecutionOutput struct {
 	Truncated bool   `json:"truncated" jsonschema:"stdout or stderr exceeded the output cap and was cut"`
 	// QuotaExceeded: the program took its workspace past the storage
 	// quota (or the host disk down to its reserve) and was stopped.
-	QuotaExceeded bool   `json:"quota_exceeded,omitempty" jsonschema:"the program filled its workspace past the storage quota and was stopped"`
-	DurationMS    int64  `json:"duration_ms" jsonschema:"wall-clock run time in milliseconds"`
-	FilePath      string `json:"file_path" jsonschema:"host path of the program file in code storage"`
-	SessionID     string `json:"session_id,omitempty" jsonschema:"the session the program ran in"`
-	NewSession    bool   `json:"new_session,omitempty" jsonschema:"this call started the session (no earlier variables)"`
+	QuotaExceeded bool `json:"quota_exceeded,omitempty" jsonschema:"the program filled its workspace past the storage quota and was stopped"`
+	// ResourceKilled: the runtime killed the whole sandbox (gVisor does
+	// past the process limit).
+	ResourceKilled bool   `json:"resource_killed,omitempty" jsonschema:"the sandbox was killed for exceeding its resource limits (too many processes); later output is lost"`
+	DurationMS     int64  `json:"duration_ms" jsonschema:"wall-clock run time in milliseconds"`
+	FilePath       string `json:"file_path" jsonschema:"host path of the program file in code storage"`
+	SessionID      string `json:"session_id,omitempty" jsonschema:"the session the program ran in"`
+	NewSession     bool   `json:"new_session,omitempty" jsonschema:"this call started the session (no earlier variables)"`
 	// SessionLost is set when the session's container died or was killed
 	// (timeout, out of memory, the process exited): its variables are gone
 	// and the next call with the same session_id starts a new session.
@@ -78,13 +81,13 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	}
 	out := ExecutionOutput{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
-		OOMKilled: res.OOMKilled, Truncated: res.Truncated, QuotaExceeded: res.QuotaExceeded, DurationMS: res.Duration.Milliseconds(),
+		OOMKilled: res.OOMKilled, Truncated: res.Truncated, QuotaExceeded: res.QuotaExceeded, ResourceKilled: res.ResourceKilled, DurationMS: res.Duration.Milliseconds(),
 		FilePath: r.saved.host, SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
 		Artifacts: arts, Figures: len(figures),
 	}
 	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(outs, arts) + note}}, figures...)
 	// A timeout or a quota stop is a tool error; the partial output stays visible.
-	return &mcp.CallToolResult{Content: content, IsError: res.TimedOut || res.QuotaExceeded}, out, nil
+	return &mcp.CallToolResult{Content: content, IsError: res.TimedOut || res.QuotaExceeded || res.ResourceKilled}, out, nil
 }
 
 // execute runs r in a fresh container, or in its session, and returns the
@@ -170,6 +173,8 @@ func summary(r sandbox.Result) string {
 		fmt.Fprintf(&b, "Execution timed out after %s; the container was killed. Output so far:\n", r.Timeout)
 	case r.QuotaExceeded:
 		fmt.Fprintf(&b, "The program was stopped: %s. Output so far:\n", r.QuotaNote)
+	case r.ResourceKilled:
+		fmt.Fprintf(&b, "The sandbox was killed for exceeding its resource limits: too many processes or threads (exit status %d); output after that point is lost.\n", r.ExitCode)
 	case r.OOMKilled:
 		fmt.Fprintf(&b, "The program ran out of memory and was killed (exit status %d).\n", r.ExitCode)
 	default:

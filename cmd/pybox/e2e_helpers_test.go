@@ -57,6 +57,23 @@ type server struct {
 	killed  bool              // by the test, on purpose: its session cannot close cleanly
 }
 
+// serverRuntime is the OCI runtime the servers a test starts use ("" =
+// the daemon's default); eachRuntime sets it for its subtests.
+var serverRuntime string
+
+// eachRuntime runs f as a subtest under each runtime of testenv.Runtimes
+// (runc, and gVisor's runsc when the daemon has it): servers started in it
+// run their sandboxes under that runtime. Its subtests must not be parallel.
+func eachRuntime(t *testing.T, f func(t *testing.T)) {
+	for _, rt := range testenv.Runtimes(t, testenv.Docker(t)) {
+		t.Run(testenv.RuntimeName(rt), func(t *testing.T) {
+			serverRuntime = rt
+			defer func() { serverRuntime = "" }()
+			f(t)
+		})
+	}
+}
+
 // startServer starts the real binary over stdio with extra environment
 // variables and connects the MCP Go SDK client to it. At cleanup it closes
 // the session and checks that no container of this server is left.
@@ -79,6 +96,9 @@ func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string)
 	s := &server{t: t, storage: t.TempDir(), state: t.TempDir(), eng: eng, stderr: &syncBuffer{}, cmd: cmd}
 	// Later entries win, so a caller can pass its own storage or state dir.
 	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + s.state, "PYBOX_BUILD=never"}
+	if serverRuntime != "" {
+		defaults = append(defaults, "PYBOX_RUNTIME="+serverRuntime)
+	}
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
 	s.cmd.Stderr = s.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, opts)

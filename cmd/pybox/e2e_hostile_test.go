@@ -46,7 +46,10 @@ attempt("fill_tmp", fill)
 // TestHostileBattery: escapes fail, resource abuse is contained, and after
 // it all the server still serves, no container is left and the runtime
 // image is unchanged.
-func TestHostileBattery(t *testing.T) {
+func TestHostileBattery(t *testing.T) { eachRuntime(t, hostileBattery) }
+
+// hostileBattery is TestHostileBattery under one runtime.
+func hostileBattery(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	before, _, err := eng.InspectImage(context.Background(), images.Tag("base"))

@@ -23,10 +23,13 @@ var isolationAttacks = map[string]func(t *testing.T){
 	"forged verdict in a stateless run":   attackForgedRunVerdict,
 }
 
+// It runs under runc and under gVisor (runsc), when the daemon has it.
 func TestIsolationBattery(t *testing.T) {
-	for name, attack := range isolationAttacks {
-		t.Run(name, attack)
-	}
+	eachRuntime(t, func(t *testing.T) {
+		for name, attack := range isolationAttacks {
+			t.Run(name, attack)
+		}
+	})
 }
 
 // attackSessionMountSwap: a stateless run keeps swapping sessions/<id>

@@ -6,6 +6,7 @@ package testenv
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,4 +65,34 @@ type logWriter struct{ t testing.TB }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// Runtimes lists the OCI runtimes tests run sandboxes under: "" (the
+// daemon's default, runc) and "runsc" when the daemon has gVisor
+// registered. With PYBOX_REQUIRE_RUNSC=1 (.ci/run sets it) a daemon
+// without runsc fails the test instead of running the runc pass alone.
+func Runtimes(t testing.TB, eng *engine.Client) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := eng.Ping(ctx)
+	if err != nil {
+		t.Fatalf("ask the daemon for its runtimes: %v", err)
+	}
+	if slices.Contains(v.Runtimes, "runsc") {
+		return []string{"", "runsc"}
+	}
+	if os.Getenv("PYBOX_REQUIRE_RUNSC") == "1" {
+		t.Fatalf("gVisor is required (PYBOX_REQUIRE_RUNSC=1) but the daemon has no runsc runtime (it has %v); .ci/run installs and registers it", v.Runtimes)
+	}
+	t.Log("the daemon has no runsc runtime: the gVisor pass is skipped")
+	return []string{""}
+}
+
+// RuntimeName names a runtime from Runtimes for subtests.
+func RuntimeName(rt string) string {
+	if rt == "" {
+		return "runc"
+	}
+	return rt
 }
