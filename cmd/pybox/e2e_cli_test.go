@@ -97,9 +97,17 @@ func TestDoctorHealthy(t *testing.T) {
 	if code != 0 || strings.Contains(stdout, "FAIL") {
 		t.Fatalf("doctor exit %d\n%s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"docker", "API", "runtime image", "runtimes", "non-root", "no network", "read-only root", "clean env"} {
+	for _, want := range []string{"docker", "API", "runtime image", "runtimes", "non-root", "no network", "read-only root", "clean env", "gvisor"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+		}
+	}
+	// With gVisor registered, doctor proves it works: the self-test under runsc.
+	if rts := testenv.Runtimes(t, testenv.Docker(t)); len(rts) > 1 {
+		for _, want := range []string{"OK   no network (runsc)", "OK   non-root (runsc)", "OK   self-test (runsc)"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+			}
 		}
 	}
 }
