@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sync"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -61,6 +62,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	b := &bench{n: *n, image: a.image, stderr: stderr}
+	if v, err := a.engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && c.Runtime == "" {
+		b.runtimes = []string{"runc", "runsc"} // the latency rows again under gVisor, beside runc
+	}
 	before, err := a.engine.ListImages(ctx, "pybox.managed", "image")
 	if err != nil {
 		return err
@@ -107,6 +111,7 @@ type bench struct {
 	n         int
 	image     string
 	stderr    io.Writer
+	runtimes  []string // measured side by side by runtimeRows; nil = none
 }
 
 func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error) {
@@ -130,6 +135,10 @@ func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error
 		rep.Rows = append(rep.Rows, row)
 	}
 	rep.ServerRSSMiB = rssMiB(b.serverPID)
+	stop()
+	for _, rt := range b.runtimes {
+		rep.Rows = append(rep.Rows, b.runtimeRows(ctx, serveArgs, rt)...)
+	}
 	mcp, docker := rep.row("execute_code print(1)"), rep.row("docker run --rm")
 	if mcp != nil && docker != nil && docker.P50MS > 0 && mcp.Skipped == "" {
 		rep.RatioMCPToDockerRun = round(mcp.P50MS / docker.P50MS)
@@ -173,7 +182,8 @@ func (b *bench) connect(ctx context.Context, serveArgs []string, env ...string) 
 		return nil, nil, fmt.Errorf("start pybox serve: %w", err)
 	}
 	b.serverPID = cmd.Process.Pid
-	return cs, func() { cs.Close(); cleanup() }, nil
+	var once sync.Once
+	return cs, func() { once.Do(func() { cs.Close(); cleanup() }) }, nil
 }
 
 // rssMiB reads a process's resident set size from /proc (0 if unknown).

@@ -119,9 +119,9 @@ func callExpect(ctx context.Context, cs *mcp.ClientSession, name string, args ma
 	return nil
 }
 
-func dockerRunPrint1(ctx context.Context, image string) error {
-	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "none", image,
-		"/opt/venv/bin/python", "-c", "print(1)").CombinedOutput()
+func dockerRunPrint1(ctx context.Context, image string, flags ...string) error {
+	args := append(append([]string{"run", "--rm", "--network", "none"}, flags...), image, "/opt/venv/bin/python", "-c", "print(1)")
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("docker run: %v: %s", err, out)
 	}
@@ -129,4 +129,41 @@ func dockerRunPrint1(ctx context.Context, image string) error {
 		return fmt.Errorf("docker run printed %q", out)
 	}
 	return nil
+}
+
+// runtimeRows measures warm, back-to-back, cold and session latency, and
+// docker run, under one OCI runtime, each in a fresh server: the rows
+// that show what gVisor costs beside runc.
+func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime string) []benchRow {
+	tag := " [" + runtime + "]"
+	var rows []benchRow
+	measure := func(sc scenario) {
+		row, err := b.measure(sc)
+		if err != nil {
+			row = benchRow{Name: sc.name, Skipped: err.Error()}
+		}
+		row.Note = sc.note
+		rows = append(rows, row)
+	}
+	print1 := map[string]any{"code": "print(1)"}
+	for _, pool := range []string{"2", "0"} {
+		cs, stop, err := b.connect(ctx, serveArgs, "PYBOX_RUNTIME="+runtime, "PYBOX_WARM_POOL="+pool)
+		if err != nil {
+			return append(rows, benchRow{Name: "execute_code" + tag, Skipped: err.Error()})
+		}
+		exec := func(args map[string]any) func(int) error {
+			return func(int) error { return callExpect(ctx, cs, "execute_code", args, "1\n") }
+		}
+		if pool == "0" {
+			measure(scenario{name: "cold: execute_code print(1), no warm pool" + tag, note: "container created and started per call", call: exec(print1)})
+		} else {
+			measure(scenario{name: "warm: execute_code print(1), calls 0.5 s apart" + tag, pause: 500 * time.Millisecond, call: exec(print1)})
+			measure(scenario{name: "execute_code print(1), back to back" + tag, call: exec(print1)})
+			measure(scenario{name: "session: execute_code print(1) in a live session" + tag, call: exec(map[string]any{"code": "print(1)", "session_id": "bench"})})
+		}
+		stop()
+	}
+	measure(scenario{name: "docker run --rm --runtime " + runtime + " IMAGE python -c 'print(1)'",
+		call: func(int) error { return dockerRunPrint1(ctx, b.image, "--runtime", runtime) }})
+	return rows
 }
