@@ -24,7 +24,17 @@ type Policy struct {
 	Description string
 	// Settings are defaults for pybox settings, keyed by environment variable.
 	Settings map[string]string
-	deny     []rule
+	// Runtime is the OCI runtime the policy asks for, when no flag or
+	// variable chose one: Prefer is used when the daemon has it (else
+	// the default, with a warning); Require refuses to start without it.
+	Runtime Runtime
+	deny    []rule
+}
+
+// Runtime is a policy's runtime choice.
+type Runtime struct {
+	Prefer  string `json:"prefer,omitempty"`
+	Require string `json:"require,omitempty"`
 }
 
 type rule struct {
@@ -37,6 +47,7 @@ type file struct {
 	Name        string            `json:"name"`
 	Description string            `json:"description"`
 	Settings    map[string]string `json:"settings"`
+	Runtime     Runtime           `json:"runtime"`
 	Deny        []struct {
 		Pattern string `json:"pattern"`
 		Reason  string `json:"reason"`
@@ -81,8 +92,14 @@ func (f file) validate(src string, known []string) (*Policy, error) {
 	if f.Name == "" {
 		return nil, fmt.Errorf("policy %s: a name is required", src)
 	}
-	p := &Policy{Name: f.Name, Description: f.Description, Settings: map[string]string{}}
+	p := &Policy{Name: f.Name, Description: f.Description, Settings: map[string]string{}, Runtime: f.Runtime}
 	var errs []error
+	if f.Runtime.Prefer != "" && f.Runtime.Require != "" {
+		errs = append(errs, errors.New("runtime: give prefer or require, not both"))
+	}
+	if _, ok := f.Settings["PYBOX_RUNTIME"]; ok && (f.Runtime.Prefer != "" || f.Runtime.Require != "") {
+		errs = append(errs, errors.New("runtime: give either runtime or the PYBOX_RUNTIME setting, not both"))
+	}
 	for k, v := range f.Settings {
 		if !slices.Contains(known, k) {
 			errs = append(errs, fmt.Errorf("unknown setting %s", k))

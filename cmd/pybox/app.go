@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -52,6 +55,10 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 	}
 	eng, err := engine.New(log)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.policyRuntime(eng, log); err != nil {
+		eng.Close()
 		return nil, err
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, Limits: limits,
@@ -212,4 +219,44 @@ func warmPool(n int) int {
 		return -1
 	}
 	return n
+}
+
+// policyRuntime applies the policy's runtime choice when no flag or
+// variable chose one: a preferred runtime is used when the daemon has it
+// (else its default, with a warning); a required one must be there.
+func (c *config) policyRuntime(eng *engine.Client, log *slog.Logger) error {
+	if c.policy == nil {
+		return nil
+	}
+	want := c.policy.Runtime
+	name := cmp.Or(want.Require, want.Prefer)
+	switch {
+	case name == "":
+		return nil
+	case c.Runtime != "":
+		if want.Require != "" && c.Runtime != want.Require {
+			return fmt.Errorf("policy %s requires the %s runtime, but %s was chosen (--runtime or PYBOX_RUNTIME)", c.policy.Name, want.Require, c.Runtime)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, err := eng.Ping(ctx)
+	switch {
+	case err != nil && want.Require != "":
+		c.Runtime = want.Require // runs say so clearly if the daemon lacks it once it answers
+	case err != nil:
+		log.Warn("the policy prefers a runtime, but the Docker daemon did not answer to say whether it has it: sandboxes use its default runtime",
+			"policy", c.policy.Name, "runtime", name)
+	case slices.Contains(v.Runtimes, name):
+		c.Runtime = name
+		log.Info("sandboxes run under the runtime the policy asks for", "policy", c.policy.Name, "runtime", name)
+	case want.Require != "":
+		return fmt.Errorf("policy %s requires the %s runtime, which the Docker daemon does not have (it has %s): install it (see the README's gVisor section) or choose another policy",
+			c.policy.Name, name, strings.Join(v.Runtimes, ", "))
+	default:
+		log.Warn("the policy prefers a runtime the Docker daemon does not have: sandboxes run under its default runtime; install it for a second wall (see the README's gVisor section)",
+			"policy", c.policy.Name, "runtime", name, "daemon_runtimes", strings.Join(v.Runtimes, ","))
+	}
+	return nil
 }

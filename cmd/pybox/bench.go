@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/tools"
 )
 
@@ -29,5 +32,32 @@ func TestStrictPolicy(t *testing.T) {
 	out, _ := s.exec(map[string]any{"code": probe})
 	if out.Stdout != "268435456\n" {
 		t.Errorf("memory limit seen inside: %q %q; want 256 MiB", out.Stdout, out.Stderr)
+	}
+}
+
+// The strict policy runs sandboxes under gVisor when the daemon has it,
+// and says so; a policy requiring a runtime the daemon lacks refuses to
+// start, naming it; an explicit --runtime against a requirement is refused.
+func TestPolicyRuntime(t *testing.T) {
+	eng := testenv.Docker(t)
+	hasRunsc := len(testenv.Runtimes(t, eng)) > 1
+	s := startServer(t, "PYBOX_POLICY=strict")
+	out, res := s.exec(map[string]any{"code": "import os\nprint(os.uname().release)"})
+	if gvisor := strings.Contains(out.Stdout, "gvisor"); gvisor != hasRunsc {
+		t.Errorf("strict policy, daemon has runsc=%v: the sandbox kernel is %q (%s)", hasRunsc, out.Stdout, text(res))
+	}
+	if hasRunsc && !strings.Contains(s.stderr.String(), "runtime=runsc") {
+		t.Errorf("the log does not say the policy chose runsc:\n%s", s.stderr)
+	}
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "needs-kata.json")
+	os.WriteFile(policy, []byte(`{"name": "needs-kata", "runtime": {"require": "kata-nonexistent"}}`), 0o644)
+	_, stderr, code := runBinary(t, "", "doctor", "--policy", policy)
+	if code == 0 || !strings.Contains(stderr, "requires the kata-nonexistent runtime, which the Docker daemon does not have") {
+		t.Errorf("a policy requiring a missing runtime: exit %d, %s", code, stderr)
+	}
+	_, stderr, code = runBinary(t, "", "doctor", "--policy", policy, "--runtime", "runc")
+	if code == 0 || !strings.Contains(stderr, "requires the kata-nonexistent runtime, but runc was chosen") {
+		t.Errorf("--runtime against a policy's requirement: exit %d, %s", code, stderr)
 	}
 }
