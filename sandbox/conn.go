@@ -119,7 +119,10 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 		collected = true
 		res.ExitCode, lost = end.code, end.err
 		if lost != nil { // the container ended or broke the protocol: the program's result, not ours
-			c.died(log, &res, lost, stderr)
+			if c.died(log, &res, lost, stderr) {
+				lost = ErrDaemonLost
+				err = lost // no result to give: the caller gets the failure
+			}
 		}
 	case <-timer.C:
 		res.TimedOut, res.ExitCode, lost = true, 137, errTimedOut
@@ -188,22 +191,27 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer) (int, error) {
 	}
 }
 
-// died records in res how the container ended a turn on its own.
-func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) {
+// died records in res how the container ended a turn on its own; daemon
+// is true when the connection to the daemon broke instead, so that nothing
+// is known of the program's end.
+func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) (daemon bool) {
 	log.Warn("runner ended during a program", "container_id", shortID(c.k.ID), "err", why)
 	if errors.Is(why, errFraming) || errors.Is(why, errAborted) {
 		// It may still run, so there is no exit to wait for: we kill it.
 		fmt.Fprintf(stderr, "\npybox: %v\n", why)
 		res.ExitCode = 137
-		return
+		return false
 	}
-	c.exitInto(res) // read how it exited before removing it
+	if c.exitInto(res) {
+		return true
+	}
 	// The supervisor sends its verdict before it exits; status 2 without
 	// one is the runtime's own kill (gVisor's, past the process limit).
 	res.ResourceKilled = res.ExitCode == 2 && !res.OOMKilled
 	if res.ResourceKilled {
 		fmt.Fprintf(stderr, "\npybox: %s\n", resourceKillNote)
 	}
+	return false
 }
 
 // resourceKillNote explains a ResourceKilled result.
@@ -211,13 +219,16 @@ const resourceKillNote = "the sandbox was killed for exceeding its resource limi
 	"passing the process limit aborts the whole sandbox, and output written after that point is lost)"
 
 // exitInto records how the container ended, waiting briefly for the
-// daemon to report its exit.
-func (c *conn) exitInto(res *Result) {
+// daemon to report its exit; lost is true when the connection to the
+// daemon broke instead.
+func (c *conn) exitInto(res *Result) (lost bool) {
 	select {
 	case <-c.k.Done():
 		x := c.k.Exit()
 		res.ExitCode, res.OOMKilled = x.Code, x.OOMKilled
+		return x.Lost
 	case <-time.After(teardownWait):
+		return false
 	}
 }
 

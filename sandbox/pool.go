@@ -212,7 +212,7 @@ func indexOf(list []string, v string) int {
 
 // usable reports whether w is still alive and fresh.
 func (w *warm) usable() bool {
-	if _, ended := w.exited(); ended {
+	if _, ended := w.exited(); ended || w.k.Broken() { // exited, or its stream cut (the daemon restarted)
 		return false
 	}
 	return time.Since(w.started) < poolMaxIdle

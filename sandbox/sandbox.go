@@ -25,6 +25,11 @@ var (
 	ErrBusy = errors.New("the sandbox is busy: too many programs are running; try again shortly")
 	// ErrUnreachable: the Docker daemon did not answer.
 	ErrUnreachable = engine.ErrUnreachable
+	// ErrDaemonLost: the connection to the daemon broke while a program
+	// ran; its outcome is unknown and its container is removed once the
+	// daemon answers again.
+	ErrDaemonLost = errors.New("the connection to the Docker daemon broke while the program ran (was the daemon stopped or restarted?); " +
+		"its outcome is unknown, and its container is removed once Docker answers again")
 )
 
 // Config configures a Sandbox. The zero value of each field means its default.
@@ -333,7 +338,7 @@ func (s *Sandbox) explain(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrShutdown) {
 		return err
 	}
-	if errors.Is(err, engine.ErrUnreachable) {
+	if errors.Is(err, engine.ErrUnreachable) || errors.Is(err, ErrDaemonLost) {
 		return err
 	}
 	s.log.Error("sandbox run failed", "err", err)

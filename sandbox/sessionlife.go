@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ func (s *Sandbox) reap() {
 		case now := <-tick.C:
 			s.expire(now.Add(-s.cfg.SessionTTL))
 			s.pool.sweep(now, s.log)
+			s.eng.RemoveStrays(s.sess.ctx) // what could not be removed while the daemon was away
 		}
 	}
 }
@@ -90,6 +92,9 @@ func (s *Sandbox) Close() {
 		wg.Wait()
 		s.drain() // the runs and probes in flight end (sessions' were just killed)
 		s.pool.close(s.log)
+		if n := s.eng.RemoveStrays(context.Background()); n > 0 {
+			s.log.Warn("containers could not be removed (is the Docker daemon down?); the next pybox on this state directory removes them", "count", n)
+		}
 		if s.runsDir != "" {
 			if err := os.RemoveAll(s.runsDir); err != nil {
 				s.log.Warn("run output folders not removed", "dir", s.runsDir, "err", err)

@@ -173,6 +173,8 @@ func lostReason(res Result, lost, err error) string {
 		return "a program ran out of memory"
 	case res.ResourceKilled:
 		return "a program exceeded the sandbox's resource limits (too many processes)"
+	case errors.Is(lost, ErrDaemonLost):
+		return "the connection to the Docker daemon broke (was it restarted?)"
 	case errors.Is(lost, ErrQuota):
 		return "a program took its workspace over the storage quota"
 	case errors.Is(lost, errAborted):

@@ -22,6 +22,7 @@ type Attached struct {
 	out    *io.PipeReader // Stdout, closed by Destroy
 	waiter *exitWaiter
 	done   chan struct{} // closed when the container has exited
+	ended  chan struct{} // closed when its output stream has ended
 	exit   Exit
 	pumpWG sync.WaitGroup
 	once   sync.Once
@@ -58,8 +59,9 @@ func (c *Client) attach(ctx context.Context, id string, stderr io.Writer) (*Atta
 		return nil, fmt.Errorf("start container: %w", err)
 	}
 	pr, pw := io.Pipe()
-	a := &Attached{ID: id, Stdout: pr, c: c, hj: hj, out: pr, waiter: waiter, done: make(chan struct{})}
+	a := &Attached{ID: id, Stdout: pr, c: c, hj: hj, out: pr, waiter: waiter, done: make(chan struct{}), ended: make(chan struct{})}
 	a.pumpWG.Go(func() {
+		defer close(a.ended)
 		_, err := stdcopy.StdCopy(pw, orDiscard(stderr), hj.Reader)
 		pw.CloseWithError(err) // a nil err gives readers io.EOF
 	})
@@ -73,8 +75,8 @@ func (c *Client) attach(ctx context.Context, id string, stderr io.Writer) (*Atta
 // attachedExit turns the wait's answer into an Exit, checking for OOM.
 func (c *Client) attachedExit(ctx context.Context, id string, r waitResult) Exit {
 	if r.err != nil {
-		c.log.Warn("waiting for session container", "container_id", short(id), "err", r.err)
-		return Exit{Code: -1}
+		c.log.Warn("lost the wait for a container's exit", "container_id", short(id), "err", r.err)
+		return Exit{Code: -1, Lost: true}
 	}
 	exit := Exit{Code: int(r.resp.StatusCode)}
 	if exit.Code == 137 {
@@ -85,6 +87,18 @@ func (c *Client) attachedExit(ctx context.Context, id string, r waitResult) Exit
 
 // Write sends p to the container's stdin.
 func (a *Attached) Write(p []byte) (int, error) { return a.hj.Conn.Write(p) }
+
+// Broken reports whether the container's output stream has ended (it
+// exited, or the connection to the daemon broke): nothing more can be
+// exchanged with it.
+func (a *Attached) Broken() bool {
+	select {
+	case <-a.ended:
+		return true
+	default:
+		return false
+	}
+}
 
 // Done is closed once the container has exited.
 func (a *Attached) Done() <-chan struct{} { return a.done }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -24,6 +26,9 @@ const teardownTimeout = 15 * time.Second
 type Client struct {
 	api *client.Client
 	log *slog.Logger
+
+	mu     sync.Mutex
+	strays map[string]bool // containers whose removal failed: RemoveStrays tries again
 }
 
 // New connects to the daemon named by the environment (DOCKER_HOST and
@@ -36,7 +41,7 @@ func New(log *slog.Logger) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Client{api: api, log: log}, nil
+	return &Client{api: api, log: log, strays: map[string]bool{}}, nil
 }
 
 // Close releases the client's connections.
@@ -101,10 +106,30 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("remove container %s: %w", short(id), err)
+		c.strays[id] = true // the daemon away, say: RemoveStrays tries again
+		return fmt.Errorf("remove container %s: %w", short(id), unreachable(err))
 	}
+	delete(c.strays, id)
 	return nil
+}
+
+// RemoveStrays tries again to remove the containers whose removal failed
+// (while the daemon was away, say) and returns how many are still left.
+func (c *Client) RemoveStrays(ctx context.Context) int {
+	c.mu.Lock()
+	ids := slices.Collect(maps.Keys(c.strays))
+	c.mu.Unlock()
+	for _, id := range ids {
+		if err := c.Remove(ctx, id); err == nil {
+			c.log.Info("removed a container that could not be removed earlier", "container_id", short(id))
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.strays)
 }
 
 // Kill sends SIGKILL. A container that is gone or already stopped is fine.

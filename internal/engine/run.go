@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -37,7 +39,10 @@ type Exit struct {
 	TimedOut  bool // killed at the deadline
 	OOMKilled bool // killed by the kernel's OOM killer
 	Cancelled bool // killed because the caller's context ended
-	Duration  time.Duration
+	// Lost: the connection to the daemon broke before it reported the
+	// exit (the daemon stopped or restarted); Code is -1, the outcome unknown.
+	Lost     bool
+	Duration time.Duration
 }
 
 // Run executes spec in a fresh container and always removes it.
@@ -206,6 +211,12 @@ func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
 	defer cancel()
 	created, err := c.api.ContainerCreate(cctx, spec.Config, spec.Host, nil, nil, spec.Name)
 	if err != nil {
+		if spec.Name != "" && answerLost(err) {
+			// The request went out but its answer did not come back: the
+			// container may exist. Removed by name, now or (the daemon
+			// away) by RemoveStrays later.
+			_ = c.Remove(ctx, spec.Name)
+		}
 		return "", fmt.Errorf("create container: %w", unreachable(err))
 	}
 	err = c.checkCreated(cctx, created.ID, spec.Host)
@@ -219,4 +230,12 @@ func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
 		return "", err
 	}
 	return created.ID, nil
+}
+
+// answerLost reports an error after which a request may have taken effect
+// on the daemon without us hearing so: the connection broke mid-exchange
+// or the request timed out.
+func answerLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

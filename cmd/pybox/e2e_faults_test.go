@@ -1,0 +1,193 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
+	"github.com/pybox-dev/pybox/tools"
+)
+
+// The Docker daemon goes away while a program runs (every connection cut,
+// as a restart does) and comes back: the call ends with a clear error, the
+// server goes on, the next call works, and no container is left behind,
+// including those pybox could not remove while the daemon was away.
+func TestDaemonRestartWhileRunning(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	px := testenv.NewDaemonProxy(t)
+	s := startServer(t, "DOCKER_HOST="+px.Host)
+	if out, res := s.exec(map[string]any{"code": "print(1)"}); out.Stdout != "1\n" {
+		t.Fatalf("before: %s", text(res))
+	}
+	got := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{
+			"code": "import time\nopen('started', 'w').close()\ntime.sleep(60)", "timeout_s": 90}))
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "protocol error: " + err.Error()}}}
+		}
+		got <- res
+	}()
+	waitFile(t, filepath.Join(s.storage, "started"))
+	px.Stop()
+	time.Sleep(2 * time.Second)
+	px.Start()
+	select {
+	case res := <-got:
+		t.Logf("the call in flight ended with: %.300s", text(res))
+		if !res.IsError || !strings.Contains(text(res), "Docker") {
+			t.Errorf("the call in flight when the daemon went away: %s; want a clear error naming Docker", text(res))
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("the call in flight hung after the daemon came back")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var out2 string
+	ok := false
+	for !ok && time.Now().Before(deadline) {
+		res := s.call("execute_code", map[string]any{"code": "print(2)"})
+		out2 = text(res)
+		if ok = !res.IsError && strings.Contains(out2, "--- stdout ---\n2\n"); !ok {
+			time.Sleep(time.Second)
+		}
+	}
+	if !ok {
+		t.Fatalf("no call worked after the daemon came back: %s", out2)
+	}
+	// The container of the interrupted run goes too (the server removes it
+	// once the daemon answers again), not only the pool's at close.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		stray := 0
+		for _, c := range s.containers() {
+			if c.Labels["pybox.role"] != "pool" {
+				stray++
+			}
+		}
+		if stray == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containers left after the daemon came back: %v", s.containers())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// The daemon is down when the server starts and comes up later: calls
+// fail clearly meanwhile, and work once it is there.
+func TestDaemonDownAtStart(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	px := testenv.NewDaemonProxy(t)
+	px.Stop()
+	s := startServer(t, "DOCKER_HOST="+px.Host)
+	if res := s.call("execute_code", map[string]any{"code": "print(1)"}); !res.IsError || !strings.Contains(text(res), "Docker is not reachable") {
+		t.Fatalf("with the daemon down: %s", text(res))
+	}
+	px.Start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res := s.call("execute_code", map[string]any{"code": "print(1)"})
+		if !res.IsError && strings.Contains(text(res), "1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon is back but calls still fail: %s", text(res))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// procStats reads a process's open files, OS threads and resident memory.
+func procStats(t *testing.T, pid int) (fds, threads, rssKiB int) {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range strings.SplitSeq(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 2 && fields[0] == "Threads:" {
+			threads, _ = strconv.Atoi(fields[1])
+		}
+		if len(fields) >= 2 && fields[0] == "VmRSS:" {
+			rssKiB, _ = strconv.Atoi(fields[1])
+		}
+	}
+	return len(ents), threads, rssKiB
+}
+
+// A soak of mixed calls (ok, error, timeout, out of memory, output flood,
+// session, install cache hit): every call gets its expected result, the
+// server's open files, threads and memory stay flat, and no container is
+// left. PYBOX_SOAK_CALLS sets the length (CI: 210; the full run: 2000).
+func TestSoakMixedCalls(t *testing.T) {
+	calls := 210
+	if n, err := strconv.Atoi(os.Getenv("PYBOX_SOAK_CALLS")); err == nil && n > 0 {
+		calls = n
+	}
+	wh := testenv.Wheelhouse(t)
+	s := packageServer(t, wh, "PYBOX_MEMORY=128m", "PYBOX_OUTPUT_LIMIT=256k")
+	if first := s.install("pyboxdemo"); first.Image == "" {
+		t.Fatalf("install: %+v", first)
+	}
+	kinds := []struct {
+		name  string
+		args  map[string]any
+		check func(out tools.ExecutionOutput, res *mcp.CallToolResult) bool
+	}{
+		{"ok", map[string]any{"code": "print(6 * 7)"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Stdout == "42\n" }},
+		{"error", map[string]any{"code": "raise ValueError('soak')"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool {
+			return o.ExitCode == 1 && strings.Contains(o.Stderr, "ValueError: soak")
+		}},
+		{"timeout", map[string]any{"code": "import time; time.sleep(30)", "timeout_s": 0.5}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.TimedOut }},
+		{"oom", map[string]any{"code": "x = bytearray(600 << 20); x[::4096] = b'x' * len(x[::4096])"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.OOMKilled }},
+		{"flood", map[string]any{"code": "import sys\nfor _ in range(50): sys.stdout.write('y' * 100_000)"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Truncated }},
+		{"session", map[string]any{"code": "n = globals().get('n', 0) + 1\nprint('ok')", "session_id": "soak"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Stdout == "ok\n" }},
+		{"import", map[string]any{"code": "import pyboxdemo\nprint(pyboxdemo.answer())"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Stdout == "42\n" }},
+	}
+	pid := s.cmd.Process.Pid
+	var base [3]int
+	failures := 0
+	start := time.Now()
+	for i := range calls {
+		if i == calls/5 { // after the warm-up: pool, session and caches in place
+			base[0], base[1], base[2] = procStats(t, pid)
+		}
+		if i%len(kinds) == len(kinds)-1 && i/len(kinds)%5 == 0 {
+			if c := s.install("pyboxdemo"); !c.Cached { // an install cache hit now and then
+				t.Errorf("call %d: a repeated install was not a cache hit: %+v", i, c)
+			}
+			continue
+		}
+		k := kinds[i%len(kinds)]
+		out, res := s.exec(k.args)
+		if !k.check(out, res) {
+			if failures++; failures <= 5 {
+				t.Errorf("call %d (%s): unexpected result: %.300s", i, k.name, text(res))
+			}
+		}
+	}
+	fds, threads, rss := procStats(t, pid)
+	t.Logf("%d calls in %v; server: open files %d -> %d, threads %d -> %d, RSS %d -> %d MiB",
+		calls, time.Since(start).Round(time.Second), base[0], fds, base[1], threads, base[2]>>10, rss>>10)
+	if fds > base[0]+8 || threads > base[1]+8 || rss > base[2]+40<<10 {
+		t.Errorf("the server grew over the soak: open files %d -> %d, threads %d -> %d, RSS %d -> %d KiB", base[0], fds, base[1], threads, base[2], rss)
+	}
+	if rss > 150<<10 {
+		t.Errorf("server RSS %d MiB under the soak; the target is at most 150 MiB", rss>>10)
+	}
+	for _, c := range s.containers() {
+		if role := c.Labels["pybox.role"]; role != "pool" && role != "session" {
+			t.Errorf("container left after the soak: %s %v", c.Name, c.Labels)
+		}
+	}
+}
