@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/tools"
 )
@@ -189,5 +191,37 @@ func TestSoakMixedCalls(t *testing.T) {
 		if role := c.Labels["pybox.role"]; role != "pool" && role != "session" {
 			t.Errorf("container left after the soak: %s %v", c.Name, c.Labels)
 		}
+	}
+}
+
+// The server is killed (SIGKILL) during an install: the next server on the
+// same state directory removes the install's container, the environment
+// still points at its last good image, and the install, tried again, works.
+func TestKilledDuringInstall(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	state := t.TempDir()
+	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state)
+	good := a.envConfig()
+	go a.cs.CallTool(t.Context(), callParams("install_dependencies", map[string]any{"packages": []string{"pyboxdemo"}}))
+	deadline := time.Now().Add(60 * time.Second)
+	for !slices.ContainsFunc(a.containers(), func(c engine.Summary) bool { return c.Labels["pybox.role"] == "install" }) {
+		if time.Now().After(deadline) {
+			t.Fatal("the install container never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.kill()
+	b := packageServer(t, wh, "PYBOX_STATE_DIR="+state) // it reaps before it answers
+	if left := a.containers(); len(left) != 0 {
+		t.Errorf("the killed server's containers are still there: %v", left)
+	}
+	if now := b.envConfig(); now.Image != good.Image || len(now.Requirements) != len(good.Requirements) {
+		t.Errorf("after the kill the environment is %s %v; want its last good image %s %v", now.Image, now.Requirements, good.Image, good.Requirements)
+	}
+	if got := b.install("pyboxdemo"); got.Image == "" {
+		t.Fatalf("the retried install: %+v", got)
+	}
+	if out, res := b.exec(map[string]any{"code": "import pyboxdemo\nprint(pyboxdemo.answer())"}); out.Stdout != "42\n" {
+		t.Errorf("import after the retried install: %s", text(res))
 	}
 }
