@@ -39,6 +39,10 @@ func measured(t *testing.T, dir string) storage.Usage {
 // result, within a bounded overshoot; the workspace over its quota can only
 // shrink; the file tools refuse to add to it; cleaning up makes room again.
 func TestWorkspaceQuotaStopsAProgramThatFillsIt(t *testing.T) {
+	eachRuntime(t, testWorkspaceQuotaStopsAProgramThatFillsIt)
+}
+
+func testWorkspaceQuotaStopsAProgramThatFillsIt(t *testing.T) {
 	const quotaMiB = 48
 	s := startServer(t, "PYBOX_WORKSPACE_QUOTA=48m")
 	out, res := s.exec(map[string]any{"code": quotaProgram("fill", 1024), "timeout_s": 120})
@@ -80,6 +84,10 @@ func TestWorkspaceQuotaStopsAProgramThatFillsIt(t *testing.T) {
 
 // The number of files is bounded too.
 func TestWorkspaceQuotaBoundsTheNumberOfFiles(t *testing.T) {
+	eachRuntime(t, testWorkspaceQuotaBoundsTheNumberOfFiles)
+}
+
+func testWorkspaceQuotaBoundsTheNumberOfFiles(t *testing.T) {
 	s := startServer(t, "PYBOX_WORKSPACE_MAX_FILES=2000")
 	code := "import os\nos.makedirs('many', exist_ok=True)\nfor i in range(200000):\n    open(f'many/{i}', 'w').close()\nprint('made them all')"
 	out, res := s.exec(map[string]any{"code": code, "timeout_s": 120})
@@ -94,6 +102,10 @@ func TestWorkspaceQuotaBoundsTheNumberOfFiles(t *testing.T) {
 // a program leaves behind, filling the folder between calls, ends the
 // session, and the next call says why.
 func TestWorkspaceQuotaStopsASessionFillingItBetweenCalls(t *testing.T) {
+	eachRuntime(t, testWorkspaceQuotaStopsASessionFillingItBetweenCalls)
+}
+
+func testWorkspaceQuotaStopsASessionFillingItBetweenCalls(t *testing.T) {
 	s := startServer(t, "PYBOX_WORKSPACE_QUOTA=32m")
 	code := "import threading, time\ndef fill():\n    chunk = b'x' * (4 << 20)\n    for i in range(256):\n        with open(f'bg{i}', 'wb') as f: f.write(chunk)\n        time.sleep(0.05)\nthreading.Thread(target=fill, daemon=True).start()\nprint('started')"
 	out, res := s.exec(map[string]any{"code": code, "session_id": "filler"})

@@ -26,7 +26,9 @@ func (s *server) sessions() tools.ListSessionsOutput {
 
 // TestSessionVariablesPersist: globals survive between calls in one session
 // and never leak into another session or a stateless run.
-func TestSessionVariablesPersist(t *testing.T) {
+func TestSessionVariablesPersist(t *testing.T) { eachRuntime(t, testSessionVariablesPersist) }
+
+func testSessionVariablesPersist(t *testing.T) {
 	s := startServer(t)
 	first := s.sessionRun("alpha", "x = 41\nimport math\nprint('set')")
 	if first.Stdout != "set\n" || !first.NewSession || first.SessionID != "alpha" {
@@ -62,7 +64,9 @@ func TestSessionVariablesPersist(t *testing.T) {
 // TestSessionTimeoutAndOOMRecover: a timeout or an OOM kills the session's
 // container, the result says the state is lost, and the next call works in
 // a clean session.
-func TestSessionTimeoutAndOOMRecover(t *testing.T) {
+func TestSessionTimeoutAndOOMRecover(t *testing.T) { eachRuntime(t, testSessionTimeoutAndOOMRecover) }
+
+func testSessionTimeoutAndOOMRecover(t *testing.T) {
 	s := startServer(t, "PYBOX_MEMORY=128m")
 	tests := []struct {
 		name string
@@ -99,7 +103,9 @@ func TestSessionTimeoutAndOOMRecover(t *testing.T) {
 
 // TestSessionLimitsAndClose: the cap on live sessions is a clear error,
 // close_session frees a place, and bad ids are refused.
-func TestSessionLimitsAndClose(t *testing.T) {
+func TestSessionLimitsAndClose(t *testing.T) { eachRuntime(t, testSessionLimitsAndClose) }
+
+func testSessionLimitsAndClose(t *testing.T) {
 	s := startServer(t, "PYBOX_MAX_SESSIONS=2")
 	s.sessionRun("one", "a = 1")
 	s.sessionRun("two", "b = 2")
@@ -126,7 +132,9 @@ func TestSessionLimitsAndClose(t *testing.T) {
 
 // TestSessionIdleExpiry: an idle session ends after the TTL and its
 // container goes; the next call says the state was lost.
-func TestSessionIdleExpiry(t *testing.T) {
+func TestSessionIdleExpiry(t *testing.T) { eachRuntime(t, testSessionIdleExpiry) }
+
+func testSessionIdleExpiry(t *testing.T) {
 	s := startServer(t, "PYBOX_SESSION_TTL=1s")
 	s.sessionRun("idle", "v = 1")
 	deadline := time.Now().Add(20 * time.Second)
