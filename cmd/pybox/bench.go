@@ -61,7 +61,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	b := &bench{n: *n, image: a.image, stderr: stderr}
+	b := &bench{n: *n, image: a.image, stderr: stderr, eng: a.engine}
 	if v, err := a.engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && c.Runtime == "" {
 		b.runtimes = []string{"runc", "runsc"} // the latency rows again under gVisor, beside runc
 	}
@@ -112,6 +112,7 @@ type bench struct {
 	image     string
 	stderr    io.Writer
 	runtimes  []string // measured side by side by runtimeRows; nil = none
+	eng       *engine.Client
 }
 
 func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error) {
@@ -134,6 +135,7 @@ func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error
 		row.Note = sc.note
 		rep.Rows = append(rep.Rows, row)
 	}
+	rep.Rows = append(rep.Rows, b.burstRow(ctx, cs), b.concurrentRow(ctx, cs))
 	rep.ServerRSSMiB = rssMiB(b.serverPID)
 	stop()
 	for _, rt := range b.runtimes {
@@ -229,9 +231,7 @@ func (b *bench) measure(sc scenario) (benchRow, error) {
 		}
 		ds = append(ds, time.Since(t))
 	}
-	slices.Sort(ds)
-	row.MinMS, row.P50MS, row.P95MS = ms(ds[0]), ms(percentile(ds, 50)), ms(percentile(ds, 95))
-	return row, nil
+	return summarise(sc.name, ds), nil
 }
 
 func percentile(sorted []time.Duration, p int) time.Duration {

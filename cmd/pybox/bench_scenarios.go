@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -166,4 +169,74 @@ func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime str
 	measure(scenario{name: "docker run --rm --runtime " + runtime + " IMAGE python -c 'print(1)'",
 		call: func(int) error { return dockerRunPrint1(ctx, b.image, "--runtime", runtime) }})
 	return rows
+}
+
+// burstRow measures 20 back-to-back calls after an idle pause and counts
+// those that took the cold path (a container created for the run itself,
+// not a pool refill), from the daemon's events.
+func (b *bench) burstRow(ctx context.Context, cs *mcp.ClientSession) benchRow {
+	const calls = 20
+	name := "burst: 20 back-to-back execute_code print(1) after 2 s idle"
+	fmt.Fprintf(b.stderr, "bench: %s ...\n", name)
+	time.Sleep(2 * time.Second) // the pool back at its floor, as after a pause
+	since := time.Now()
+	ds := make([]time.Duration, 0, calls)
+	for range calls {
+		t := time.Now()
+		if err := callExpect(ctx, cs, "execute_code", map[string]any{"code": "print(1)"}, "1\n"); err != nil {
+			return benchRow{Name: name, Skipped: err.Error()}
+		}
+		ds = append(ds, time.Since(t))
+	}
+	row := summarise(name, ds)
+	pid := strconv.Itoa(b.serverPID)
+	ev, err := b.eng.ContainerEvents(ctx, since, time.Now(), map[string]string{"pybox.pid": pid, "pybox.role": "run"})
+	if err != nil {
+		row.Note = "cold path: unknown (" + err.Error() + ")"
+		return row
+	}
+	row.Note = fmt.Sprintf("cold path: %d of %d (target at most 2)", strings.Count(strings.Join(ev, " ")+" ", "create "), calls)
+	return row
+}
+
+// concurrentRow measures 4 callers making 25 calls each at once on the
+// one connection: latency per call and throughput.
+func (b *bench) concurrentRow(ctx context.Context, cs *mcp.ClientSession) benchRow {
+	const callers, each = 4, 25
+	name := "4 concurrent callers x 25 execute_code print(1)"
+	fmt.Fprintf(b.stderr, "bench: %s ...\n", name)
+	var mu sync.Mutex
+	var ds []time.Duration
+	failures := 0
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range callers {
+		wg.Go(func() {
+			for range each {
+				t := time.Now()
+				err := callExpect(ctx, cs, "execute_code", map[string]any{"code": "print(1)"}, "1\n")
+				mu.Lock()
+				if err != nil {
+					failures++
+				} else {
+					ds = append(ds, time.Since(t))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if len(ds) == 0 {
+		return benchRow{Name: name, Skipped: "every call failed"}
+	}
+	row := summarise(name, ds)
+	row.Note = fmt.Sprintf("%.1f runs/s, %d failures (target >= 15 runs/s, 0 failures)", float64(len(ds))/wall.Seconds(), failures)
+	return row
+}
+
+// summarise turns latencies into a row.
+func summarise(name string, ds []time.Duration) benchRow {
+	slices.Sort(ds)
+	return benchRow{Name: name, N: len(ds), MinMS: ms(ds[0]), P50MS: ms(percentile(ds, 50)), P95MS: ms(percentile(ds, 95))}
 }

@@ -19,6 +19,13 @@ import (
 // Package-layer images the test created are removed at its end.
 func packageServer(t *testing.T, wh string, env ...string) *server {
 	t.Helper()
+	dropTestLayers(t)
+	return startServer(t, append([]string{"PYBOX_WHEELHOUSE=" + wh, "PYBOX_INSTALL_NETWORK=none"}, env...)...)
+}
+
+// dropTestLayers removes, when the test ends, the package layers made during it.
+func dropTestLayers(t *testing.T) {
+	t.Helper()
 	eng := testenv.Docker(t)
 	before := map[string]bool{}
 	for _, img := range layerImages(t, eng) {
@@ -33,7 +40,6 @@ func packageServer(t *testing.T, wh string, env ...string) *server {
 			}
 		}
 	})
-	return startServer(t, append([]string{"PYBOX_WHEELHOUSE=" + wh, "PYBOX_INSTALL_NETWORK=none"}, env...)...)
 }
 
 func layerImages(t *testing.T, eng *engine.Client) []engine.Image {
