@@ -12,8 +12,8 @@ var executeCodeFileTool = &mcp.Tool{
 	Name: "execute_code_file",
 	Description: "Run a Python file from code storage in a fresh, isolated container (or, with session_id, in that " +
 		"stateful session), exactly like execute_code, " +
-		"and return stdout, stderr and the exit status. file_path is absolute under the code-storage directory " +
-		"or relative to it; symlinks and special files are refused.",
+		"and return stdout, stderr and the exit status. file_path is absolute under the code-storage directory, " +
+		"relative to it, or the path the file has in the sandbox (/workspace/x.py, as tracebacks show it); symlinks and special files are refused.",
 	Annotations: &mcp.ToolAnnotations{Title: "Run a code file", OpenWorldHint: new(bool)},
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
 )
 
 // FileOutput is the structured result of initialize_code_file and
@@ -29,11 +31,22 @@ func (h *handlers) checkContent(content string) error {
 // resolve turns a caller's file_path (absolute under the storage root, or
 // relative to it) into a path relative to the root.
 func (h *handlers) resolve(ctx context.Context, filePath string) (string, error) {
-	rel, err := h.cfg.Storage.Rel(filePath)
+	rel, err := h.rel(filePath)
 	if err != nil {
 		return "", h.fileError(ctx, "resolve the file path", filePath, err)
 	}
 	return rel, nil
+}
+
+// rel is storage.Dir.Rel that also takes the path a file has inside the
+// sandbox (/workspace/x.py, what tracebacks show) for the file in code
+// storage.
+func (h *handlers) rel(p string) (string, error) {
+	rel, err := h.cfg.Storage.Rel(p)
+	if inside, ok := strings.CutPrefix(p, sandbox.WorkspaceMount+"/"); ok && errors.Is(err, storage.ErrOutside) {
+		return h.cfg.Storage.Rel(inside)
+	}
+	return rel, err
 }
 
 // regular fails unless rel names a regular file; a final symlink is

@@ -124,7 +124,7 @@ func binaryFileResult(rel string, data []byte, size int64, cut bool) (*mcp.CallT
 // absolute under it) into a path relative to the root. It and
 // workspaceError are shared by read_file, write_file and list_files.
 func (h *handlers) workspacePath(ctx context.Context, p string) (string, error) {
-	rel, err := h.cfg.Storage.Rel(p)
+	rel, err := h.rel(p)
 	if err != nil {
 		return "", h.workspaceError(ctx, "resolve the path", p, err)
 	}
