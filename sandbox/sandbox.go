@@ -25,6 +25,9 @@ var (
 	ErrBusy = errors.New("the sandbox is busy: too many programs are running; try again shortly")
 	// ErrUnreachable: the Docker daemon did not answer.
 	ErrUnreachable = engine.ErrUnreachable
+	// ErrPermission: the daemon's socket is there but this user may not
+	// use it (it comes with ErrUnreachable).
+	ErrPermission = engine.ErrPermission
 	// ErrDaemonLost: the connection to the daemon broke while a program
 	// ran; its outcome is unknown and its container is removed once the
 	// daemon answers again.

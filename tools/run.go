@@ -209,6 +209,9 @@ func (h *handlers) infraError(ctx context.Context, err error) error {
 		return err
 	case errors.Is(err, errSave):
 		return h.internal(ctx, "save code", err)
+	case errors.Is(err, sandbox.ErrPermission):
+		text := err.Error()
+		return errors.New("Docker is not usable: " + text[max(strings.Index(text, "permission denied on "), 0):])
 	case errors.Is(err, sandbox.ErrUnreachable):
 		return errors.New("Docker is not reachable: start the Docker daemon (run `pybox doctor` for details)")
 	case errors.Is(err, sandbox.ErrShutdown):

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,6 +79,10 @@ func (d *doctor) line(ok bool, what, detail string) {
 
 func (d *doctor) run(ctx context.Context, a *app) {
 	v, err := a.engine.Ping(ctx)
+	if errors.Is(err, sandbox.ErrPermission) {
+		d.line(false, "docker", err.Error())
+		return
+	}
 	if err != nil {
 		d.line(false, "docker", err.Error()+" — start dockerd (or Docker Desktop) and check DOCKER_HOST and socket permissions")
 		return

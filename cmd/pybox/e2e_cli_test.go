@@ -123,3 +123,21 @@ func createLabelled(t *testing.T, eng *engine.Client, name string, labels map[st
 	t.Cleanup(func() { eng.Remove(context.Background(), id) })
 	return id
 }
+
+// `pybox --help` lists the commands (it printed serve's flags), `pybox
+// --version` prints the version, and `pybox serve --help` still gives
+// serve's flags.
+func TestHelpAndVersion(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		stdout, _, code := runBinary(t, "", arg)
+		if code != 0 || !strings.Contains(stdout, "pybox doctor") || !strings.Contains(stdout, "pybox run") {
+			t.Errorf("pybox %s: exit %d\n%s", arg, code, stdout)
+		}
+	}
+	if stdout, _, code := runBinary(t, "", "--version"); code != 0 || !strings.HasPrefix(stdout, "pybox ") {
+		t.Errorf("pybox --version: exit %d %q", code, stdout)
+	}
+	if _, stderr, code := runBinary(t, "", "serve", "--help"); code != 0 || !strings.Contains(stderr, "Usage: pybox serve") || !strings.Contains(stderr, "-workspace-quota") {
+		t.Errorf("pybox serve --help: exit %d\n%s", code, stderr)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,13 @@ func imageCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer eng.Close()
+	// A daemon that is down is said so, not blamed on a registry.
+	if _, err := eng.Ping(ctx); err != nil {
+		if errors.Is(err, engine.ErrPermission) {
+			return err
+		}
+		return fmt.Errorf("%w — start the Docker daemon (dockerd, or Docker Desktop), then build again", err)
+	}
 	b := &images.Builder{Engine: eng, Progress: stderr, Mirror: *mirror}
 	img, err := b.Build(ctx, images.BuildOptions{Variant: v, Offline: *offline})
 	if err != nil {

@@ -25,7 +25,7 @@ Usage:
   pybox doctor [flags]           check Docker, the runtime image, runtimes and isolation
   pybox bench [flags]            measure latency through a real MCP client
   pybox gc [--all] [--dry-run]   remove gone servers' leftover containers and unused package-layer images
-  pybox version                  print the version
+  pybox version                  print the version (also: pybox --version)
 
 Run "pybox COMMAND --help" for a command's flags. Every flag can also be set
 by the environment variable shown in its help; a flag on the command line wins.
@@ -40,9 +40,17 @@ func main() {
 
 // run dispatches a subcommand and returns the process exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := "serve"
+	cmd, named := "serve", false
 	if len(args) > 0 && (args[0] == "" || args[0][0] != '-') {
-		cmd, args = args[0], args[1:]
+		cmd, args, named = args[0], args[1:], true
+	}
+	if !named && len(args) == 1 { // "pybox --help" lists the commands; "pybox serve --help" gives serve's flags
+		switch args[0] {
+		case "-h", "-help", "--help":
+			cmd, args = "help", nil
+		case "-version", "--version", "-v":
+			cmd, args = "version", nil
+		}
 	}
 	var err error
 	switch cmd {

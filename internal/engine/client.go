@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -57,6 +60,9 @@ type Version struct {
 // Ping checks that the daemon answers and returns its version and runtimes.
 func (c *Client) Ping(ctx context.Context) (Version, error) {
 	if _, err := c.api.Ping(ctx); err != nil {
+		if uerr := unreachable(err); errors.Is(uerr, ErrUnreachable) {
+			return Version{}, uerr
+		}
 		return Version{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	sv, err := c.api.ServerVersion(ctx)
@@ -149,11 +155,32 @@ func IsNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 // unreachable marks a failure to reach the daemon with ErrUnreachable so
 // callers can tell "Docker is down" from other failures.
 func unreachable(err error) error {
-	if err != nil && client.IsErrConnectionFailed(err) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied while trying to connect"):
+		return fmt.Errorf("%w: %w", ErrUnreachable, permissionError{err})
+	case client.IsErrConnectionFailed(err):
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	return err
 }
+
+// permissionError: the daemon's socket is there but this user may not use it.
+type permissionError struct{ cause error }
+
+func (e permissionError) Error() string {
+	sock := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		sock = strings.TrimPrefix(h, "unix://")
+	}
+	return "permission denied on " + sock + ": add your user to the docker group (or set DOCKER_HOST)"
+}
+
+// ErrPermission: the daemon's socket exists but this user may not use it.
+var ErrPermission = errors.New("permission denied on the Docker socket")
+
+func (e permissionError) Is(target error) bool { return target == ErrPermission }
 
 func labelFilter(labels map[string]string) filters.Args {
 	args := filters.NewArgs()
