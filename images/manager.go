@@ -56,7 +56,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, log: log, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]map[string]string{}}}, nil
+	return &Manager{cfg: cfg, log: log, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]listing{}}}, nil
 }
 
 // SetStatePath makes the manager load and save the active environment at

@@ -4,22 +4,37 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
 
-// listPackages prints {normalized name: version} for every distribution
-// the interpreter can import. It is one line because `conda run` mangles
-// newlines in arguments.
-const listPackages = `import json, re; from importlib import metadata; ` +
-	`print(json.dumps({re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version ` +
-	`for d in metadata.distributions() if d.metadata["Name"]}))`
+// listPackages prints the environment's distributions ({normalized name:
+// version}), the import names they provide ({module: [distribution]}) and
+// the standard library's module names, as JSON.
+const listPackages = `import json, re, sys; from importlib import metadata
+d = {re.sub(r"[-_.]+", "-", x.metadata["Name"]).lower(): x.version for x in metadata.distributions() if x.metadata["Name"]}
+try: m = metadata.packages_distributions()
+except AttributeError: m = {}
+print(json.dumps({"dists": d, "modules": m, "stdlib": sorted(getattr(sys, "stdlib_module_names", ())),
+    "python": "%d.%d.%d" % sys.version_info[:3]}))`
 
-// PackageStatus is one answer of Installed.
+// listing is what listPackages prints.
+type listing struct {
+	Dists   map[string]string   `json:"dists"`
+	Modules map[string][]string `json:"modules"`
+	Stdlib  []string            `json:"stdlib"`
+	Python  string              `json:"python"`
+}
+
+// PackageStatus is one answer of Installed. A name is looked up as a
+// distribution (pip's name), then as an import name (import PIL: Pillow),
+// then in the standard library (json); Matched says which.
 type PackageStatus struct {
 	Name      string `json:"name"`
 	Installed bool   `json:"installed"`
 	Version   string `json:"version,omitempty"`
+	Matched   string `json:"matched,omitempty" jsonschema:"distribution, import name (of the distribution named) or standard library"`
 }
 
 // packageCache holds the installed distributions of each image and
@@ -27,17 +42,17 @@ type PackageStatus struct {
 // immutable content, so entries never go stale.
 type packageCache struct {
 	mu sync.Mutex
-	m  map[string]map[string]string
+	m  map[string]listing
 }
 
-func (c *packageCache) get(id string) (map[string]string, bool) {
+func (c *packageCache) get(id string) (listing, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[id]
 	return v, ok
 }
 
-func (c *packageCache) put(id string, pkgs map[string]string) {
+func (c *packageCache) put(id string, pkgs listing) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[id] = pkgs
@@ -73,25 +88,39 @@ func (m *Manager) Installed(ctx context.Context, names []string) ([]PackageStatu
 	}
 	out := make([]PackageStatus, len(names))
 	for i, n := range names {
-		v, ok := pkgs[keys[i]]
-		out[i] = PackageStatus{Name: n, Installed: ok, Version: v}
+		out[i] = pkgs.status(n, keys[i])
 	}
 	return out, nil
 }
 
+// status answers for name (key: its normalized form).
+func (l listing) status(name, key string) PackageStatus {
+	if v, ok := l.Dists[key]; ok {
+		return PackageStatus{Name: name, Installed: true, Version: v, Matched: "distribution"}
+	}
+	if dists := l.Modules[name]; len(dists) > 0 {
+		dkey := normalizeName(dists[0])
+		return PackageStatus{Name: name, Installed: true, Version: l.Dists[dkey], Matched: "import name of " + dists[0]}
+	}
+	if slices.Contains(l.Stdlib, name) {
+		return PackageStatus{Name: name, Installed: true, Version: l.Python, Matched: "standard library"}
+	}
+	return PackageStatus{Name: name}
+}
+
 // packages lists env's distributions, from the cache when possible.
-func (m *Manager) packages(ctx context.Context, env Environment) (map[string]string, error) {
+func (m *Manager) packages(ctx context.Context, env Environment) (listing, error) {
 	key := env.ImageID + "\x00" + strings.Join(env.Python(), "\x00")
 	if pkgs, ok := m.pkgs.get(key); ok {
 		return pkgs, nil
 	}
 	stdout, err := m.cfg.Prober.Probe(ctx, env.Ref(), env.Python(), listPackages)
 	if err != nil {
-		return nil, fmt.Errorf("list installed packages: %w", err)
+		return listing{}, fmt.Errorf("list installed packages: %w", err)
 	}
-	pkgs := map[string]string{}
+	var pkgs listing
 	if err := json.Unmarshal([]byte(stdout), &pkgs); err != nil {
-		return nil, fmt.Errorf("list installed packages: unexpected output %q", stdout)
+		return listing{}, fmt.Errorf("list installed packages: unexpected output %.200q", stdout)
 	}
 	m.pkgs.put(key, pkgs)
 	return pkgs, nil

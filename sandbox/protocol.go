@@ -23,12 +23,13 @@ var errAborted = errors.New("the session was discarded")
 // kernel). Nonce is the per-request secret the runner's supervisor tags
 // its frames with; the program never sees it.
 type request struct {
-	Nonce    string  `json:"nonce"`
-	File     string  `json:"file,omitempty"`
-	Code     string  `json:"code,omitempty"`
-	Filename string  `json:"filename,omitempty"`
-	Stdin    *string `json:"stdin"` // nil: /dev/null (once) or empty (kernel)
-	Outputs  string  `json:"outputs,omitempty"`
+	Nonce    string   `json:"nonce"`
+	File     string   `json:"file,omitempty"`
+	Code     string   `json:"code,omitempty"`
+	Filename string   `json:"filename,omitempty"`
+	Stdin    *string  `json:"stdin"`          // nil: /dev/null (once) or empty (kernel)
+	Args     []string `json:"args,omitempty"` // sys.argv[1:]
+	Outputs  string   `json:"outputs,omitempty"`
 }
 
 // encode frames a request: its length in decimal, a newline, the JSON.

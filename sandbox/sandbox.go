@@ -144,6 +144,7 @@ type Program struct {
 	Workspace string        // host directory mounted at /workspace (the code storage)
 	File      string        // program path relative to Workspace
 	Stdin     *string       // nil: no stdin, so input() raises EOFError at once
+	Args      []string      // the program's sys.argv[1:]
 	Timeout   time.Duration // 0 = Limits.Timeout
 	// OnOutput, when set, sees every chunk of output as it arrives
 	// ("stdout" or "stderr"); it must not block.
@@ -229,7 +230,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Stdin: p.Stdin}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Stdin: p.Stdin, Args: p.Args}
 	if w.outputs != nil {
 		req.Outputs = w.outputs.Path()
 	}

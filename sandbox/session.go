@@ -19,6 +19,7 @@ type SessionProgram struct {
 	Code      string
 	Filename  string        // shown in tracebacks, e.g. /workspace/code_1a2b.py
 	Stdin     *string       // nil: input() raises EOFError
+	Args      []string      // sys.argv[1:] while the program runs
 	Timeout   time.Duration // 0 = Limits.Timeout
 	Outputs   string        // folder under the workspace for figures; "" = none
 	OnOutput  func(stream string, chunk []byte)
@@ -62,7 +63,7 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 
 // run sends one program to the kernel; see conn.turn.
 func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (Result, error, error) {
-	req := request{Nonce: newNonce(), Code: p.Code, Filename: p.Filename, Stdin: p.Stdin}
+	req := request{Nonce: newNonce(), Code: p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args}
 	if p.Outputs != "" {
 		req.Outputs = WorkspaceMount + "/" + p.Outputs
 	}

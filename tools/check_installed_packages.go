@@ -11,14 +11,16 @@ import (
 )
 
 var checkInstalledPackagesTool = &mcp.Tool{
-	Name:        "check_installed_packages",
-	Description: "Tell, for each package name, whether it is installed in the active environment and which version.",
+	Name: "check_installed_packages",
+	Description: "Tell, for each name, whether it is installed in the active environment and which version. " +
+		"A name may be a distribution (pip's name: scikit-learn, Pillow) or an import name (sklearn, PIL, json); " +
+		"the answer says which matched.",
 	Annotations: &mcp.ToolAnnotations{Title: "Check installed packages", ReadOnlyHint: true},
 }
 
 // CheckInstalledPackagesInput are check_installed_packages' arguments.
 type CheckInstalledPackagesInput struct {
-	Packages []string `json:"packages" jsonschema:"package names, e.g. [\"numpy\", \"requests\"]"`
+	Packages []string `json:"packages" jsonschema:"distribution or import names, e.g. [\"numpy\", \"PIL\", \"json\"]"`
 }
 
 // CheckInstalledPackagesOutput lists the answers.
@@ -40,7 +42,7 @@ func (h *handlers) checkInstalledPackages(ctx context.Context, req *mcp.CallTool
 	var b strings.Builder
 	for _, p := range st {
 		if p.Installed {
-			fmt.Fprintf(&b, "%s: installed (version %s)\n", p.Name, p.Version)
+			fmt.Fprintf(&b, "%s: installed (version %s; %s)\n", p.Name, p.Version, p.Matched)
 		} else {
 			fmt.Fprintf(&b, "%s: not installed\n", p.Name)
 		}

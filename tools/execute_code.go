@@ -33,6 +33,11 @@ type ExecuteCodeInput struct {
 }
 
 func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeInput) (*mcp.CallToolResult, ExecutionOutput, error) {
+	return h.runCode(ctx, req, in, nil)
+}
+
+// runCode is execute_code with command-line arguments for the program.
+func (h *handlers) runCode(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeInput, args []string) (*mcp.CallToolResult, ExecutionOutput, error) {
 	if err := h.checkCode(in.Code); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
@@ -43,7 +48,7 @@ func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS})
+	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS, args: args})
 }
 
 // codeFile plans where code is stored, as <filename>_<random>.py: in

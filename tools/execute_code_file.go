@@ -26,6 +26,11 @@ type ExecuteCodeFileInput struct {
 }
 
 func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeFileInput) (*mcp.CallToolResult, ExecutionOutput, error) {
+	return h.runFile(ctx, req, in, nil)
+}
+
+// runFile is execute_code_file with command-line arguments for the program.
+func (h *handlers) runFile(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeFileInput, args []string) (*mcp.CallToolResult, ExecutionOutput, error) {
 	if err := h.checkRunArgs(in.TimeoutS, in.Input, in.SessionID); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
@@ -38,7 +43,7 @@ func (h *handlers) executeCodeFile(ctx context.Context, req *mcp.CallToolRequest
 	}
 	// In a session the file is not mounted: tracebacks show its path in code storage.
 	r := runRequest{req: req, saved: &saved{file: rel, host: h.cfg.Storage.Abs(rel), shown: rel},
-		session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS}
+		session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS, args: args}
 	// A session's container sees only its own folder, so it gets the code
 	// itself; the policy's guardrails need to see it too.
 	if in.SessionID != "" || h.cfg.Guard != nil {

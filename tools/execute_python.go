@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -57,15 +58,17 @@ func (h *handlers) executePythonStateful(ctx context.Context, req *mcp.CallToolR
 
 var executePythonTool = &mcp.Tool{
 	Name: "execute_python",
-	Description: "Execute Python code in a fresh, isolated container and return stdout, stderr and the exit status. " +
-		"inputData lines are fed to standard input (input() reads them in order). No network.",
+	Description: "Execute Python code, or a script file from the workspace (scriptPath), in a fresh, isolated container " +
+		"and return stdout, stderr and the exit status. inputData strings reach the program both as lines on standard input " +
+		"(input() reads them in order) and as command-line arguments (sys.argv[1:]). No network.",
 	Annotations: &mcp.ToolAnnotations{Title: "Execute Python", OpenWorldHint: new(bool)},
 }
 
 // ExecutePythonInput is mcp-python-executor's execute_python.
 type ExecutePythonInput struct {
-	Code      string   `json:"code" jsonschema:"Python code to execute"`
-	InputData []string `json:"inputData,omitempty" jsonschema:"lines fed to the program's standard input, one per element"`
+	Code       string   `json:"code,omitempty" jsonschema:"Python code to execute (or give scriptPath)"`
+	ScriptPath string   `json:"scriptPath,omitempty" jsonschema:"a Python file in the workspace to run instead of code: relative to it, absolute under it, or /workspace/..."`
+	InputData  []string `json:"inputData,omitempty" jsonschema:"strings given to the program as lines on standard input and as command-line arguments (sys.argv[1:])"`
 }
 
 func (h *handlers) executePython(ctx context.Context, req *mcp.CallToolRequest, in ExecutePythonInput) (*mcp.CallToolResult, ExecutionOutput, error) {
@@ -73,5 +76,13 @@ func (h *handlers) executePython(ctx context.Context, req *mcp.CallToolRequest, 
 	if len(in.InputData) > 0 {
 		input = strings.Join(in.InputData, "\n") + "\n"
 	}
-	return h.executeCode(ctx, req, ExecuteCodeInput{Code: in.Code, Input: input})
+	switch {
+	case in.Code != "" && in.ScriptPath != "":
+		return nil, ExecutionOutput{}, errors.New("give code or scriptPath, not both")
+	case in.ScriptPath != "":
+		return h.runFile(ctx, req, ExecuteCodeFileInput{FilePath: in.ScriptPath, Input: input}, in.InputData)
+	case in.Code == "":
+		return nil, ExecutionOutput{}, errors.New("give code to run, or scriptPath: a Python file in the workspace")
+	}
+	return h.runCode(ctx, req, ExecuteCodeInput{Code: in.Code, Input: input}, in.InputData)
 }

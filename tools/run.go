@@ -51,6 +51,7 @@ type runRequest struct {
 	session  string               // "" = a fresh, ephemeral container
 	follow   bool                 // the session restarts when the environment changed
 	input    string
+	args     []string // the program's sys.argv[1:]
 	timeoutS float64
 }
 
@@ -102,7 +103,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	defer prog.stop()
 	if r.session == "" {
 		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
-			File: r.saved.file, Stdin: stdin, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save})
+			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save})
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
 	ws, err := h.sessionDir(r.session)
@@ -114,7 +115,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 		h.cfg.Log.WarnContext(ctx, "session outputs folder unavailable", "err", err)
 	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
-		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Timeout: timeout,
+		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout,
 		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save})
 	return res, outs, err
 }

@@ -13,9 +13,17 @@ import (
 // the MCP Inspector CLI parse a list argument only when its type is
 // exactly "array".
 func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	addToolWith(s, t, h, nil)
+}
+
+// addToolWith is addTool with a last change to the inferred input schema.
+func addToolWith[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], change func(*jsonschema.Schema)) {
 	tt := *t // the package-level tool is shared by every server
 	if schema, err := jsonschema.For[In](nil); err == nil {
 		plainTypes(schema)
+		if change != nil {
+			change(schema)
+		}
 		tt.InputSchema = schema
 	}
 	mcp.AddTool(s, &tt, h)

@@ -27,13 +27,13 @@ var toolsets = map[string][]string{
 	ToolsetMCPCodeExecutor: {"execute_code", "install_dependencies", "check_installed_packages", "configure_environment",
 		"get_environment_config", "initialize_code_file", "append_to_code_file", "execute_code_file", "read_code_file"},
 	ToolsetMCPExecutor:    {executePythonStatefulID, "install_package", "read_file", "write_file", "list_files"},
-	ToolsetPythonExecutor: {executePythonID, "install_packages"},
+	ToolsetPythonExecutor: {executePythonID, "install_packages", "health_check"},
 	// all: every pybox tool plus the other servers' names; execute_python is
 	// mcp-python-executor's (fresh container, inputData).
 	ToolsetAll: {"execute_code", "execute_code_file", "initialize_code_file", "append_to_code_file", "read_code_file",
 		"install_dependencies", "check_installed_packages", "configure_environment", "get_environment_config",
 		"list_sessions", "close_session", "read_file", "write_file", "list_files",
-		executePythonID, "install_package", "install_packages"},
+		executePythonID, "install_package", "install_packages", "health_check"},
 }
 
 // Toolsets lists the valid tool set names.
@@ -59,9 +59,10 @@ func (h *handlers) registrars() map[string]func(*mcp.Server) {
 		"write_file":               func(s *mcp.Server) { addTool(s, writeFileTool, h.writeFile) },
 		"list_files":               func(s *mcp.Server) { addTool(s, listFilesTool, h.listFiles) },
 		"install_package":          func(s *mcp.Server) { addTool(s, installPackageTool, h.installPackage) },
-		"install_packages":         func(s *mcp.Server) { addTool(s, installPackagesTool, h.installPackages) },
+		"install_packages":         func(s *mcp.Server) { addToolWith(s, installPackagesTool, h.installPackages, packagesSchema) },
 		executePythonStatefulID:    func(s *mcp.Server) { addTool(s, executePythonStatefulTool, h.executePythonStateful) },
 		executePythonID:            func(s *mcp.Server) { addTool(s, executePythonTool, h.executePython) },
+		"health_check":             func(s *mcp.Server) { addTool(s, healthCheckTool, h.healthCheck) },
 	}
 }
 
@@ -74,6 +75,9 @@ func (h *handlers) register(s *mcp.Server, set string) error {
 	reg := h.registrars()
 	for _, id := range ids {
 		reg[id](s)
+	}
+	if set == ToolsetPythonExecutor || set == ToolsetAll {
+		addPythonExecutorPrompts(s) // that server's prompts come with its tools
 	}
 	return nil
 }

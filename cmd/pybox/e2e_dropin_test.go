@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/tools"
 )
 
@@ -28,5 +32,73 @@ func TestMCPCodeExecutorCallsWorkUnchanged(t *testing.T) {
 	}
 	if res := s.call("configure_environment", map[string]any{"type": "venv", "uv_venv_path": "/opt/venv"}); !res.IsError || !strings.Contains(text(res), "use venv_path") {
 		t.Errorf("uv_venv_path with type venv: %s", text(res))
+	}
+}
+
+// Calls and prompts written for mcp-python-executor work unchanged:
+// execute_python with scriptPath, inputData as stdin lines and as argv,
+// install_packages with a comma-separated string, health_check, and its
+// three prompts.
+func TestPythonExecutorCallsWorkUnchanged(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	s := packageServer(t, wh, "PYBOX_TOOLSET=python-executor")
+	script := "import sys\nprint('argv', sys.argv[1:])\nprint('stdin', input(), input())"
+	if res := s.call("execute_python", map[string]any{"code": "open('job.py', 'w').write(" + fmt.Sprintf("%q", script) + ")"}); res.IsError {
+		t.Fatalf("write the script: %s", text(res))
+	}
+	for _, path := range []string{"job.py", "/workspace/job.py", filepath.Join(s.storage, "job.py")} {
+		res := s.call("execute_python", map[string]any{"scriptPath": path, "inputData": []string{"a", "b"}})
+		if res.IsError || !strings.Contains(text(res), "argv ['a', 'b']") || !strings.Contains(text(res), "stdin a b") {
+			t.Errorf("execute_python scriptPath=%s with inputData: %s", path, text(res))
+		}
+	}
+	res := s.call("execute_python", map[string]any{"code": "import sys\nprint(sys.argv[1:], input())", "inputData": []string{"x"}})
+	if res.IsError || !strings.Contains(text(res), "['x'] x") {
+		t.Errorf("execute_python code with inputData: %s", text(res))
+	}
+	if res := s.call("execute_python", map[string]any{"scriptPath": "/etc/passwd"}); !res.IsError || !strings.Contains(text(res), "outside") {
+		t.Errorf("scriptPath outside the workspace: %s", text(res))
+	}
+	res = s.call("install_packages", map[string]any{"packages": "pyboxdemo, pyboxother"})
+	if res.IsError || !strings.Contains(text(res), "pyboxdemo") || !strings.Contains(text(res), "pyboxother") {
+		t.Errorf("install_packages with a comma-separated string: %s", text(res))
+	}
+	if res := s.call("execute_python", map[string]any{"code": "import pyboxdemo, pyboxother\nprint(pyboxdemo.answer())"}); !strings.Contains(text(res), "42") {
+		t.Errorf("import after install_packages: %s", text(res))
+	}
+	health := decode[tools.HealthOutput](t, s.call("health_check", map[string]any{}))
+	if health.Status != "ok" || health.Environment.Image == "" {
+		t.Errorf("health_check: %+v", health)
+	}
+	prompts, err := s.cs.ListPrompts(t.Context(), nil)
+	if err != nil || len(prompts.Prompts) != 3 {
+		t.Fatalf("prompts: %v %+v", err, prompts)
+	}
+	got, err := s.cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "debug-python", Arguments: map[string]string{"code": "1/0", "error": "ZeroDivisionError"}})
+	if err != nil || len(got.Messages) != 1 || !strings.Contains(got.Messages[0].Content.(*mcp.TextContent).Text, "ZeroDivisionError") {
+		t.Errorf("debug-python prompt: %v %+v", err, got)
+	}
+	if _, err := s.cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "execute-python"}); err == nil || !strings.Contains(err.Error(), "task") {
+		t.Errorf("execute-python without its required task: %v", err)
+	}
+}
+
+// check_installed_packages answers for import names as well as
+// distribution names, and says which matched (mcp_code_executor answers
+// for import names: json, PIL, sklearn).
+func TestCheckInstalledPackagesTakesImportNames(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	testenv.WriteWheel(t, wh, testenv.Wheel{Name: "pybox-imaging", Version: "3.1", Code: "X = 1\n", Files: map[string]string{"pyboximg/__init__.py": "Y = 2\n"}})
+	s := packageServer(t, wh)
+	s.install("pybox-imaging")
+	want := map[string]string{"pybox-imaging": "distribution", "pyboximg": "import name of pybox-imaging", "json": "standard library"}
+	for name, matched := range want {
+		st := s.check(name)
+		if !st.Installed || st.Matched != matched || st.Version == "" {
+			t.Errorf("check %s: %+v; want installed, matched %q", name, st, matched)
+		}
+	}
+	if st := s.check("nosuchthing"); st.Installed {
+		t.Errorf("check nosuchthing: %+v", st)
 	}
 }

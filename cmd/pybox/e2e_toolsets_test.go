@@ -31,7 +31,7 @@ func TestToolsetSnapshots(t *testing.T) {
 		"mcp-code-executor": {"append_to_code_file", "check_installed_packages", "configure_environment", "execute_code",
 			"execute_code_file", "get_environment_config", "initialize_code_file", "install_dependencies", "read_code_file"},
 		"mcp-executor":    {"execute_python", "install_package", "list_files", "read_file", "write_file"},
-		"python-executor": {"execute_python", "install_packages"},
+		"python-executor": {"execute_python", "health_check", "install_packages"},
 	}
 	for _, set := range tools.Toolsets() {
 		t.Run(set, func(t *testing.T) {

@@ -201,7 +201,7 @@ def run_once(requests):
     os.environ["PYBOX_OUTPUTS"] = outputs
     feed_stdin(req.get("stdin"))
     start_programs(os.path.dirname(os.path.abspath(path)))
-    sys.argv = [path]
+    sys.argv = [path] + [str(a) for a in (req.get("args") or [])]
     if not os.path.isfile(path):
         print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
         return 2
@@ -241,7 +241,7 @@ class Kernel:
         data = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
         sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # with .buffer, like a real stdin
         os.environ["PYBOX_OUTPUTS"] = outputs
-        sys.argv = [filename]
+        sys.argv = [filename] + [str(a) for a in (req.get("args") or [])]
         run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
         return guarded(run, filename, outputs)
 
