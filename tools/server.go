@@ -26,7 +26,10 @@ type Config struct {
 	Index    images.Index // package index settings, for reporting
 	// Ready, when set, blocks until the runtime is usable (the image built
 	// on first use) or returns why it is not.
-	Ready         func(ctx context.Context) error
+	Ready func(ctx context.Context) error
+	// Notice, when set, returns a message for the model, once (say, that
+	// PREINSTALLED_PACKAGES failed); it is added to the next tool result.
+	Notice        func() string
 	MaxCodeBytes  int           // largest program accepted; default 1 MiB
 	MaxInputBytes int           // largest stdin text accepted; default 1 MiB
 	MaxTimeout    time.Duration // cap on a call's timeout_s; default 300s
@@ -78,6 +81,9 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 		&mcp.ServerOptions{Instructions: instructions})
 	h := &handlers{cfg: cfg}
 	s.AddReceivingMiddleware((&admission{maxCalls: cfg.MaxCalls, maxBytes: cfg.MaxCallBytes, log: cfg.Log}).middleware)
+	if cfg.Notice != nil {
+		s.AddReceivingMiddleware(noticeMiddleware(cfg.Notice))
+	}
 	if err := h.register(s, orDefault(cfg.Toolset, ToolsetDefault)); err != nil {
 		return nil, err
 	}
@@ -94,4 +100,19 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// noticeMiddleware adds the pending notice, if any, to a tool result.
+func noticeMiddleware(take func() string) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
+				if n := take(); n != "" {
+					r.Content = append(r.Content, &mcp.TextContent{Text: "Note from pybox: " + n})
+				}
+			}
+			return res, err
+		}
+	}
 }

@@ -32,7 +32,16 @@ type app struct {
 	envs     *images.Manager
 	index    images.Index
 	image    string
-	progress io.Writer // where long work (image builds, installs) reports
+	progress io.Writer              // where long work (image builds, installs) reports
+	notice   atomic.Pointer[string] // said once, with the next tool result (a failed preinstall)
+}
+
+// takeNotice returns the pending notice, once.
+func (a *app) takeNotice() string {
+	if p := a.notice.Swap(nil); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // newApp validates the configuration and connects the parts.
@@ -105,7 +114,15 @@ func (a *app) start(ctx context.Context, persist bool) error {
 	if pre := a.cfg.preinstalled(); len(pre) > 0 {
 		fmt.Fprintf(a.progress, "pybox: making sure PREINSTALLED_PACKAGES are installed: %s\n", strings.Join(pre, " "))
 		if _, err := a.envs.Install(ctx, pre); err != nil {
-			return fmt.Errorf("PREINSTALLED_PACKAGES: %w", err)
+			if errors.Is(err, engine.ErrUnreachable) || ctx.Err() != nil {
+				return fmt.Errorf("PREINSTALLED_PACKAGES: %w", err) // tried again once Docker answers
+			}
+			// Reported once, clearly; programs run without them rather than not at all.
+			msg := fmt.Sprintf("PREINSTALLED_PACKAGES (%s) could not be installed, so programs run without them: %v. "+
+				"Fix the setting (or the package index: PYBOX_INDEX_URL, PYBOX_WHEELHOUSE) and restart, or install them with install_dependencies.",
+				strings.Join(pre, " "), err)
+			a.log.Error("PREINSTALLED_PACKAGES could not be installed; programs run without them", "packages", strings.Join(pre, " "), "err", err)
+			a.notice.Store(&msg)
 		}
 	}
 	return nil

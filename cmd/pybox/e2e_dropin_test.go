@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -101,4 +102,22 @@ func TestCheckInstalledPackagesTakesImportNames(t *testing.T) {
 	if st := s.check("nosuchthing"); st.Installed {
 		t.Errorf("check nosuchthing: %+v", st)
 	}
+}
+
+// PREINSTALLED_PACKAGES that cannot be installed are reported once,
+// clearly, and never block running code (every call failed with an
+// "internal failure" after ~8 s).
+func TestFailedPreinstallDoesNotBlock(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	s := packageServer(t, wh, "PREINSTALLED_PACKAGES=pyboxdemo nosuchpackage-xyz")
+	start := time.Now()
+	out, res := s.exec(map[string]any{"code": "print('runs')"})
+	if out.Stdout != "runs\n" || !strings.Contains(text(res), "PREINSTALLED_PACKAGES") || !strings.Contains(text(res), "nosuchpackage-xyz") {
+		t.Fatalf("the first call after a failed preinstall: %s", text(res))
+	}
+	out, res = s.exec(map[string]any{"code": "print('again')"})
+	if out.Stdout != "again\n" || strings.Contains(text(res), "PREINSTALLED_PACKAGES") {
+		t.Errorf("the second call: %s; want it to run, without the note again", text(res))
+	}
+	t.Logf("two calls after a failed preinstall took %v", time.Since(start))
 }

@@ -58,7 +58,7 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.envs, Index: a.index, Ready: ready.wait, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
+		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.envs, Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
 		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, Version: version, Log: a.log,
 	})
 	if err != nil {
