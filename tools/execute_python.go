@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/sandbox"
 )
 
 // The execute_python tools of two popular executors, backed by the same
@@ -15,7 +18,8 @@ import (
 var executePythonStatefulTool = &mcp.Tool{
 	Name: "execute_python",
 	Description: "Execute Python code in a persistent, isolated sandbox session: variables, imports and functions " +
-		"defined in one call are available in the next. Returns stdout, stderr and the exit status. No network. " +
+		"defined in one call are available in the next. Its working directory is the workspace of read_file, " +
+		"write_file and list_files. Returns stdout, stderr and the exit status. No network. " +
 		"After install_package the session restarts on the updated environment (the result says so).",
 	Annotations: &mcp.ToolAnnotations{Title: "Execute Python (stateful)", OpenWorldHint: new(bool)},
 }
@@ -49,11 +53,13 @@ func (h *handlers) executePythonStateful(ctx context.Context, req *mcp.CallToolR
 		return nil, ExecutionOutput{}, err
 	}
 	session := defaultSession(req)
-	f, err := h.codeFile(in.Code, "", session)
-	if err != nil {
-		return nil, ExecutionOutput{}, err
-	}
-	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: session, follow: true})
+	// As in mcp-executor, the session works in code storage: what
+	// write_file puts there, the program reads, and what it writes,
+	// read_file finds.
+	name := storage.NewCodeName("")
+	f := &saved{host: h.cfg.Storage.Abs(name), shown: sandbox.WorkspaceMount + "/" + name}
+	f.save = func() error { return f.store(h, h.cfg.Storage, name, in.Code) }
+	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: session, follow: true, shared: true})
 }
 
 var executePythonTool = &mcp.Tool{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
@@ -50,6 +51,7 @@ type runRequest struct {
 	code     string               // the program text (sessions send it to the kernel)
 	session  string               // "" = a fresh, ephemeral container
 	follow   bool                 // the session restarts when the environment changed
+	shared   bool                 // the session works in code storage itself (mcp-executor), not a private folder
 	input    string
 	args     []string // the program's sys.argv[1:]
 	timeoutS float64
@@ -106,7 +108,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save})
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
-	ws, err := h.sessionDir(r.session)
+	ws, err := h.sessionWorkspace(r)
 	if err != nil {
 		return sandbox.Result{}, nil, h.internal(ctx, "prepare the session's folder", err)
 	}
@@ -247,4 +249,13 @@ func newID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux (documented)
 	return hex.EncodeToString(b)
+}
+
+// sessionWorkspace opens r's session's workspace for the caller to close:
+// its private folder, or code storage for a shared session.
+func (h *handlers) sessionWorkspace(r runRequest) (*storage.Dir, error) {
+	if r.shared {
+		return h.cfg.Storage.Reopen()
+	}
+	return h.sessionDir(r.session)
 }

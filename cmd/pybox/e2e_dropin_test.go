@@ -121,3 +121,23 @@ func TestFailedPreinstallDoesNotBlock(t *testing.T) {
 	}
 	t.Logf("two calls after a failed preinstall took %v", time.Since(start))
 }
+
+// mcp-executor's tools share one workspace, as in the original: a file
+// write_file made is what execute_python reads, what the program writes
+// read_file finds, and variables persist between calls.
+func TestMCPExecutorOneWorkspace(t *testing.T) {
+	s := startServer(t, "PYBOX_TOOLSET=mcp-executor")
+	if res := s.call("write_file", map[string]any{"path": "data.csv", "content": "a,b\n1,2\n"}); res.IsError {
+		t.Fatalf("write_file: %s", text(res))
+	}
+	res := s.call("execute_python", map[string]any{"code": "rows = open('data.csv').read().split()\nprint(len(rows))\nopen('result.txt', 'w').write(rows[1])"})
+	if res.IsError || !strings.Contains(text(res), "--- stdout ---\n2\n") {
+		t.Fatalf("execute_python reading data.csv from write_file: %s", text(res))
+	}
+	if res := s.call("read_file", map[string]any{"path": "result.txt"}); res.IsError || !strings.Contains(text(res), "1,2") {
+		t.Errorf("read_file of what the program wrote: %s", text(res))
+	}
+	if res := s.call("execute_python", map[string]any{"code": "print(rows[0])"}); !strings.Contains(text(res), "a,b") {
+		t.Errorf("variables across calls: %s", text(res))
+	}
+}

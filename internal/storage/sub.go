@@ -16,6 +16,16 @@ func (d *Dir) SetOwner(uid, gid int) error {
 	return nil
 }
 
+// Reopen opens d's directory again as a Dir of its own (same owner
+// settings), for a caller that will close it.
+func (d *Dir) Reopen() (*Dir, error) {
+	root, err := os.OpenRoot(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("open code storage: %w", err)
+	}
+	return &Dir{path: d.path, root: root, owner: d.owner}, nil
+}
+
 // Sub creates (if needed) the directory rel inside d, including parents
 // (new ones get d's owner), and opens it as a Dir of its own.
 func (d *Dir) Sub(rel string) (*Dir, error) {
