@@ -33,20 +33,30 @@ type app struct {
 	index    images.Index
 	image    string
 	progress io.Writer              // where long work (image builds, installs) reports
-	notice   atomic.Pointer[string] // said once, with the next tool result (a failed preinstall)
+	noticeMu sync.Mutex
+	notice   []string // said once, with the next tool result (a failed preinstall, adopted host settings)
 }
 
-// takeNotice returns the pending notice, once.
+// addNotice logs msg and keeps it for the model's next tool result.
+func (a *app) addNotice(msg string) {
+	a.noticeMu.Lock()
+	defer a.noticeMu.Unlock()
+	a.notice = append(a.notice, msg)
+}
+
+// takeNotice returns the pending notices, once.
 func (a *app) takeNotice() string {
-	if p := a.notice.Swap(nil); p != nil {
-		return *p
-	}
-	return ""
+	a.noticeMu.Lock()
+	defer a.noticeMu.Unlock()
+	s := strings.Join(a.notice, "\n")
+	a.notice = nil
+	return s
 }
 
 // newApp validates the configuration and connects the parts.
 // Logs and progress go to stderr.
 func newApp(c *config, stderr io.Writer) (*app, error) {
+	adopted := c.adoptHostSettings()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -82,6 +92,10 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		sb.Close() // ends its lease
 		eng.Close()
 		return nil, err
+	}
+	for _, n := range adopted {
+		log.Info("a setting written for a host-run executor was adopted", "note", n)
+		a.addNotice(n)
 	}
 	return a, nil
 }
@@ -122,7 +136,7 @@ func (a *app) start(ctx context.Context, persist bool) error {
 				"Fix the setting (or the package index: PYBOX_INDEX_URL, PYBOX_WHEELHOUSE) and restart, or install them with install_dependencies.",
 				strings.Join(pre, " "), err)
 			a.log.Error("PREINSTALLED_PACKAGES could not be installed; programs run without them", "packages", strings.Join(pre, " "), "err", err)
-			a.notice.Store(&msg)
+			a.addNotice(msg)
 		}
 	}
 	return nil

@@ -66,6 +66,9 @@ type config struct {
 	StateDir      string
 	AllowURLReqs  bool
 	AllowSdist    bool
+
+	given        map[string]bool // flags given on the command line (parseFlags)
+	hostPackages []string        // a host venv's packages to install (adoptHostSettings)
 }
 
 // setting ties a flag to its environment variable.
@@ -156,6 +159,8 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	c.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
 	if err := c.applyEnv(fs, os.Getenv); err != nil {
 		return err
 	}
@@ -377,7 +382,9 @@ func (c *config) index() (images.Index, error) {
 }
 
 // preinstalled splits PREINSTALLED_PACKAGES.
-func (c *config) preinstalled() []string { return strings.Fields(c.Preinstalled) }
+func (c *config) preinstalled() []string {
+	return append(strings.Fields(c.Preinstalled), c.hostPackages...)
+}
 
 // defaultStateDir is a per-user state directory (never inside code
 // storage, which sandboxed code can write).

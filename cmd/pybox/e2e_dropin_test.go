@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,5 +140,31 @@ func TestMCPExecutorOneWorkspace(t *testing.T) {
 	}
 	if res := s.call("execute_python", map[string]any{"code": "print(rows[0])"}); !strings.Contains(text(res), "a,b") {
 		t.Errorf("variables across calls: %s", text(res))
+	}
+}
+
+// mcp_code_executor's configs name a venv on the host (ENV_TYPE=venv-uv,
+// UV_VENV_PATH; every run failed with exit 127): its packages are
+// installed into the sandbox's venv, and the first result says so. Its
+// CONDA_ENV_NAME alone (refused at start) runs in the sandbox's venv, and
+// says how to use conda instead.
+func TestHostVenvAndCondaSettings(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	venv := t.TempDir()
+	os.WriteFile(filepath.Join(venv, "pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644)
+	for name, version := range map[string]string{"pyboxdemo": "1.0", "pip": "24.0"} {
+		dir := filepath.Join(venv, "lib", "python3.11", "site-packages", name+"-"+version+".dist-info")
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "METADATA"), []byte("Metadata-Version: 2.1\nName: "+name+"\nVersion: "+version+"\n\nA package.\n"), 0o644)
+	}
+	s := packageServer(t, wh, "ENV_TYPE=venv-uv", "UV_VENV_PATH="+venv)
+	out, res := s.exec(map[string]any{"code": "import pyboxdemo\nprint(pyboxdemo.answer())"})
+	if out.Stdout != "42\n" || !strings.Contains(text(res), "is a venv on this host") || !strings.Contains(text(res), "pyboxdemo==1.0") {
+		t.Errorf("a host venv's packages in the sandbox: %s", text(res))
+	}
+	c := startServer(t, "CONDA_ENV_NAME=myenv")
+	out, res = c.exec(map[string]any{"code": "print('ok')"})
+	if out.Stdout != "ok\n" || !strings.Contains(text(res), "CONDA_ENV_NAME=myenv") || !strings.Contains(text(res), "ENV_TYPE=conda") {
+		t.Errorf("CONDA_ENV_NAME alone: %s", text(res))
 	}
 }
