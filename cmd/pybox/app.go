@@ -32,7 +32,7 @@ type app struct {
 	envs     *images.Manager
 	index    images.Index
 	image    string
-	progress io.Writer              // where long work (image builds, installs) reports
+	progress io.Writer // where long work (image builds, installs) reports
 	noticeMu sync.Mutex
 	notice   []string // said once, with the next tool result (a failed preinstall, adopted host settings)
 }
