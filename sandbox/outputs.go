@@ -53,11 +53,11 @@ func (s *Sandbox) newOutputs(workspace string) (*Outputs, error) {
 	if err := os.Mkdir(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("run output folder: %w", err)
 	}
-	if err := chownToSandbox(o.Dir); err != nil {
+	if err := s.chownToSandbox(o.Dir); err != nil {
 		o.Remove()
 		return nil, err
 	}
-	if err := makeMountpoint(workspace, path.Join(OutputsFolder, name)); err != nil {
+	if err := s.makeMountpoint(workspace, path.Join(OutputsFolder, name)); err != nil {
 		o.Remove()
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Sandbox) newOutputs(workspace string) (*Outputs, error) {
 // ours rather than making one as root. A program may have replaced
 // outputs/ with something else: then the folder is made wherever that
 // leads inside the workspace, or the run gets an error.
-func makeMountpoint(workspace, rel string) error {
+func (s *Sandbox) makeMountpoint(workspace, rel string) error {
 	root, err := os.OpenRoot(workspace)
 	if err != nil {
 		return fmt.Errorf("open the workspace: %w", err)
@@ -78,7 +78,7 @@ func makeMountpoint(workspace, rel string) error {
 	if err := root.MkdirAll(rel, 0o755); err != nil {
 		return fmt.Errorf("make %s in the workspace: %w", rel, err)
 	}
-	if uid, gid, ok := sandboxOwner(); ok {
+	if uid, gid, ok := s.sandboxOwner(); ok {
 		for _, p := range []string{path.Dir(rel), rel} {
 			if err := root.Lchown(p, uid, gid); err != nil {
 				return fmt.Errorf("give %s to the sandbox user: %w", p, err)
@@ -90,8 +90,8 @@ func makeMountpoint(workspace, rel string) error {
 
 // chownToSandbox gives a directory pybox made to the sandbox user when the
 // server runs as root (otherwise the sandbox user is the server's own).
-func chownToSandbox(dir string) error {
-	uid, gid, ok := sandboxOwner()
+func (s *Sandbox) chownToSandbox(dir string) error {
+	uid, gid, ok := s.sandboxOwner()
 	if !ok {
 		return nil
 	}
@@ -103,11 +103,11 @@ func chownToSandbox(dir string) error {
 
 // sandboxOwner is the uid and gid programs run as, when pybox runs as root
 // and so must hand them what they write to.
-func sandboxOwner() (uid, gid int, ok bool) {
+func (s *Sandbox) sandboxOwner() (uid, gid int, ok bool) {
 	if os.Geteuid() != 0 {
 		return 0, 0, false
 	}
-	if _, err := fmt.Sscanf(SandboxUser(), "%d:%d", &uid, &gid); err != nil {
+	if _, err := fmt.Sscanf(s.cfg.User, "%d:%d", &uid, &gid); err != nil {
 		return 0, 0, false
 	}
 	return uid, gid, true

@@ -40,6 +40,7 @@ type Config struct {
 	Engine        *engine.Client // required
 	Image         string         // default runtime image; default images.Tag("base")
 	Runtime       string         // OCI runtime (runc, crun, runsc); "" = daemon default
+	User          string         // "uid:gid" programs run as, never root; default SandboxUser()
 	Limits        Limits         // per-run limits; zero fields take defaults
 	MaxConcurrent int            // programs running at once; default 4
 	QueueWait     time.Duration  // how long a run waits for a slot; default 30s
@@ -85,6 +86,10 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, errors.New("sandbox: an engine client is required")
 	}
 	cfg.Image = orDefault(cfg.Image, images.Tag("base"))
+	cfg.User = orDefault(cfg.User, SandboxUser())
+	if uid, _, ok := strings.Cut(cfg.User, ":"); !ok || uid == "0" || uid == "root" {
+		return nil, fmt.Errorf("sandbox: user %q: give a non-root uid:gid", cfg.User)
+	}
 	cfg.Limits = cfg.Limits.WithDefaults()
 	cfg.MaxConcurrent = orDefault(cfg.MaxConcurrent, 4)
 	cfg.QueueWait = orDefault(cfg.QueueWait, 30*time.Second)
@@ -328,7 +333,7 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 		env["PATH"] = dir + ":" + defaultPath
 	}
 	return Plan{
-		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: SandboxUser(), Env: env,
+		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: s.cfg.User, Env: env,
 		Workspace: p.Workspace, Labels: s.owner.Labels("run"), Runtime: s.cfg.Runtime,
 		Stdin: true, Limits: s.cfg.Limits,
 	}

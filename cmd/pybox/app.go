@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -32,6 +33,7 @@ type app struct {
 	envs     *images.Manager
 	index    images.Index
 	image    string
+	user     string    // uid:gid programs run as (config.sandboxUser)
 	progress io.Writer // where long work (image builds, installs) reports
 	noticeMu sync.Mutex
 	notice   []string // said once, with the next tool result (a failed preinstall, adopted host settings)
@@ -80,14 +82,15 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		eng.Close()
 		return nil, err
 	}
-	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, Limits: limits,
+	user := c.sandboxUser()
+	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, User: user, Limits: limits,
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
 		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"), Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
 	}
-	a := &app{cfg: c, log: log, engine: eng, sandbox: sb, image: image, progress: stderr}
+	a := &app{cfg: c, log: log, engine: eng, sandbox: sb, image: image, user: user, progress: stderr}
 	if err := a.newManager(); err != nil {
 		sb.Close() // ends its lease
 		eng.Close()
@@ -152,29 +155,53 @@ func (a *app) Close() error {
 // outside code storage, so no stateless run can reach a session's files or
 // swap its folder for a symlink before it is mounted.
 func (a *app) openSessions() (*storage.Dir, error) {
-	return openStorage(filepath.Join(a.cfg.StateDir, "sessions"))
+	return openStorage(filepath.Join(a.cfg.StateDir, "sessions"), a.user)
 }
 
-// openStorage opens a directory the sandbox user can write to.
-func openStorage(path string) (*storage.Dir, error) {
+// openStorage opens a directory the sandbox user (user, "uid:gid") can
+// write to. Run as root, pybox gives the sandbox user the folders it
+// creates, and an existing folder only when root owns it: a folder of a
+// regular user is never given away (programs run as its owner instead:
+// see sandboxUser).
+func openStorage(path, user string) (*storage.Dir, error) {
+	var before syscall.Stat_t
+	statErr := syscall.Stat(path, &before)
 	dir, err := storage.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if os.Geteuid() == 0 {
-		// Programs run as the image's unprivileged user, so they need the
-		// directory to be theirs to create files (outputs) in it.
-		var uid, gid int
-		if _, err := fmt.Sscanf(images.SandboxUser, "%d:%d", &uid, &gid); err != nil {
-			dir.Close()
-			return nil, fmt.Errorf("sandbox user %q: %w", images.SandboxUser, err)
-		}
-		if err := dir.SetOwner(uid, gid); err != nil {
-			dir.Close()
-			return nil, err
-		}
+	if os.Geteuid() != 0 {
+		return dir, nil
+	}
+	var uid, gid int
+	if _, err := fmt.Sscanf(user, "%d:%d", &uid, &gid); err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("sandbox user %q: %w", user, err)
+	}
+	if statErr == nil && before.Uid != 0 {
+		dir.SetNewOwner(uid, gid) // the folders pybox makes in it
+		return dir, nil
+	}
+	if err := dir.SetOwner(uid, gid); err != nil {
+		dir.Close()
+		return nil, err
 	}
 	return dir, nil
+}
+
+// sandboxUser is the uid:gid programs run as: the server's own when it is
+// not root; as root, the owner of an existing code storage folder when that
+// is a regular user (so files programs write there are theirs, and the
+// folder is never given away), else the image's unprivileged user.
+func (c *config) sandboxUser() string {
+	if os.Geteuid() != 0 {
+		return sandbox.SandboxUser()
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(c.StorageDir, &st) == nil && st.Uid != 0 {
+		return fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+	}
+	return images.SandboxUser
 }
 
 // ensureRuntime makes sure the runtime image of variant exists, building

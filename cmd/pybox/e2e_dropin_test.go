@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,5 +167,38 @@ func TestHostVenvAndCondaSettings(t *testing.T) {
 	out, res = c.exec(map[string]any{"code": "print('ok')"})
 	if out.Stdout != "ok\n" || !strings.Contains(text(res), "CONDA_ENV_NAME=myenv") || !strings.Contains(text(res), "ENV_TYPE=conda") {
 		t.Errorf("CONDA_ENV_NAME alone: %s", text(res))
+	}
+}
+
+// Started as root with a code storage folder of a regular user, pybox never
+// gives the folder away (it chowned it to 10001, locking its owner out):
+// programs run as its owner, and the files they and the file tools make
+// are the owner's.
+func TestStorageOfARegularUserStaysTheirs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "code")
+	os.Mkdir(dir, 0o755)
+	const uid, gid = 4321, 4321
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "CODE_STORAGE_DIR="+dir)
+	out, res := s.exec(map[string]any{"code": "import os\nopen('made.txt', 'w').write('x')\nprint(os.getuid())"})
+	if out.Stdout != "4321\n" {
+		t.Errorf("programs run as uid %q; want the folder's owner 4321: %s", out.Stdout, text(res))
+	}
+	if res := s.call("write_file", map[string]any{"path": "sub/tool.txt", "content": "y"}); res.IsError {
+		t.Fatalf("write_file: %s", text(res))
+	}
+	if res := s.call("execute_code", map[string]any{"code": "x = 1", "session_id": "desk"}); res.IsError {
+		t.Errorf("a session: %s", text(res))
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "made.txt"), filepath.Join(dir, "sub"), filepath.Join(dir, "sub", "tool.txt")} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || st.Uid != uid {
+			t.Errorf("%s: owner %d (%v); want %d", p, st.Uid, err, uid)
+		}
 	}
 }

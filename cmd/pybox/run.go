@@ -98,7 +98,7 @@ func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr 
 		return sandbox.Result{}, fmt.Errorf("workspace: %w", err)
 	}
 	defer os.RemoveAll(ws)
-	store, err := openStorage(ws)
+	store, err := openStorage(ws, a.user)
 	if err != nil {
 		return sandbox.Result{}, err
 	}

@@ -28,7 +28,7 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	defer a.Close()
-	store, err := openStorage(c.StorageDir)
+	store, err := openStorage(c.StorageDir, a.user)
 	if err != nil {
 		return err
 	}

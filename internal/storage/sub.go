@@ -16,6 +16,10 @@ func (d *Dir) SetOwner(uid, gid int) error {
 	return nil
 }
 
+// SetNewOwner makes uid:gid the owner of the directories Sub and writes
+// create, leaving the root's own owner alone.
+func (d *Dir) SetNewOwner(uid, gid int) { d.owner = &[2]int{uid, gid} }
+
 // Reopen opens d's directory again as a Dir of its own (same owner
 // settings), for a caller that will close it.
 func (d *Dir) Reopen() (*Dir, error) {
