@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -143,15 +145,37 @@ func TestServeReapsKilledServer(t *testing.T) {
 }
 
 // kill ends the server with SIGKILL, as a crash would, and waits until it
-// is gone (so the kernel has dropped its lease).
+// has exited (so the kernel has dropped its lease). It never calls
+// cmd.Wait itself: the SDK's command transport does, when the session
+// closes, and two concurrent Waits on one Cmd can block forever (CI hung
+// 40 minutes on exactly that).
 func (s *server) kill() {
 	s.t.Helper()
 	s.killed = true
+	pid := s.cmd.Process.Pid
 	if err := s.cmd.Process.Kill(); err != nil {
 		s.t.Fatal(err)
 	}
-	// The process is reaped first; WaitDelay only bounds the wait for its
-	// stderr to reach EOF afterwards.
-	s.cmd.WaitDelay = 10 * time.Second
-	_ = s.cmd.Wait() // "signal: killed", as meant
+	_ = s.cs.Close() // reaps the process; "signal: killed", as meant
+	deadline := time.Now().Add(30 * time.Second)
+	for !exited(pid) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the killed server (pid %d) has not exited after 30 s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exited reports whether process pid has ended: it is gone, or a zombie
+// (whose open files, and so its lease, the kernel has already released).
+func exited(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name in parentheses, which may itself
+	// hold spaces or parentheses: take what follows the last ')'.
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	f := bytes.Fields(rest)
+	return len(f) > 0 && (f[0][0] == 'Z' || f[0][0] == 'X')
 }
