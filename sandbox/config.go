@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -21,6 +22,7 @@ type Plan struct {
 	User      string            // "uid:gid", never root
 	Env       map[string]string // the complete environment: nothing else leaks in
 	Workspace string            // host directory mounted read-write at /workspace; "" = none
+	Scratch   bool              // without Workspace: /workspace is a tmpfs of Limits.WorkspaceBytes
 	Outputs   *Outputs          // the run's private output folder, mounted over its place in the workspace
 	Labels    map[string]string
 	Runtime   string // OCI runtime; "" = the daemon's default
@@ -72,6 +74,12 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 				{Name: "core", Soft: 0, Hard: 0},
 			},
 		},
+	}
+	if p.Workspace == "" && p.Scratch {
+		// Owned by the program's user (Docker ignores a mode on the image's
+		// working directory).
+		uid, gid, _ := strings.Cut(p.User, ":")
+		host.Tmpfs[WorkspaceMount] = fmt.Sprintf("rw,nosuid,nodev,size=%d,nr_inodes=%d,uid=%s,gid=%s,mode=0700", l.WorkspaceBytes, l.WorkspaceFiles, uid, gid)
 	}
 	if p.Workspace != "" {
 		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: p.Workspace, Target: WorkspaceMount}}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -99,8 +100,12 @@ func (pl *pool) started(key string, now time.Time) {
 // poolKey is what a warm container must match: image, interpreter and the
 // mounted workspace (limits and runtime are the Sandbox's own).
 func poolKey(p Program) string {
-	return p.Image + "\x00" + strings.Join(p.Python, "\x00") + "\x00" + p.Workspace
+	return p.Image + "\x00" + strings.Join(p.Python, "\x00") + "\x00" + p.Workspace + "\x00" + strconv.FormatBool(p.scratch())
 }
+
+// pooled: runs of p may use warm containers (those with a workspace of
+// their own: not probes).
+func (p Program) pooled() bool { return p.Workspace != "" || p.scratch() }
 
 // takeWarm returns a ready container for p, or nil, and counts the run
 // as demand; ranDone must follow when the run is over. When none is ready
@@ -108,7 +113,7 @@ func poolKey(p Program) string {
 // it waits for that one, up to joinWait: a container part-way up is ready
 // sooner than a new one, and starting another would only compete with it.
 func (s *Sandbox) takeWarm(ctx context.Context, p Program) *warm {
-	if s.pool.floor <= 0 || p.Workspace == "" {
+	if s.pool.floor <= 0 || !p.pooled() {
 		return nil
 	}
 	key := poolKey(p)
@@ -171,7 +176,7 @@ func (s *Sandbox) PoolReady() int {
 // ranDone ends a run counted by takeWarm and refills p's key: after the
 // run, so the refill's container starts do not compete with it.
 func (s *Sandbox) ranDone(p Program) {
-	if s.pool.floor <= 0 || p.Workspace == "" {
+	if s.pool.floor <= 0 || !p.pooled() {
 		return
 	}
 	key := poolKey(p)
@@ -306,6 +311,7 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm,
 		outputs.Remove()
 		return nil, err
 	}
+
 	return &warm{conn: c, outputs: outputs, outputsNote: note, started: time.Now()}, nil
 }
 

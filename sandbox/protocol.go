@@ -25,10 +25,11 @@ var errAborted = errors.New("the session was discarded")
 type request struct {
 	Nonce    string   `json:"nonce"`
 	File     string   `json:"file,omitempty"`
-	Code     string   `json:"code,omitempty"`
+	Code     *string  `json:"code,omitempty"` // kernel: the program; once: written to File first
 	Filename string   `json:"filename,omitempty"`
 	Stdin    *string  `json:"stdin"`          // nil: /dev/null (once) or empty (kernel)
 	Args     []string `json:"args,omitempty"` // sys.argv[1:]
+	Test     *string  `json:"test,omitempty"` // once: tests run in the file's globals after it (pybox eval)
 	Outputs  string   `json:"outputs,omitempty"`
 }
 

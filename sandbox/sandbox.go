@@ -151,6 +151,15 @@ type Program struct {
 	Stdin     *string       // nil: no stdin, so input() raises EOFError at once
 	Args      []string      // the program's sys.argv[1:]
 	Timeout   time.Duration // 0 = Limits.Timeout
+	// Source, when set, is the program itself, sent with the request: the
+	// runner writes it to /workspace/File, then runs it. With Workspace ""
+	// the container's /workspace is a private tmpfs of the workspace quota's
+	// size (pybox eval: nothing on the host, warm containers fit any run).
+	Source *string
+	// Test, when set, is code run after File in its globals (pybox eval):
+	// a SystemExit from File before it is a failure, and a failing test
+	// ends the program at once with its status (see images/runner).
+	Test *string
 	// OnOutput, when set, sees every chunk of output as it arrives
 	// ("stdout" or "stderr"); it must not block.
 	OnOutput func(stream string, chunk []byte)
@@ -160,6 +169,9 @@ type Program struct {
 	// refused or still queued has written nothing.
 	Prepare func() error
 }
+
+// scratch: p has no host folder; /workspace is the container's own tmpfs.
+func (p Program) scratch() bool { return p.Workspace == "" && p.Source != nil }
 
 // Result is how a program ended. A failing program is a Result, not an error.
 type Result struct {
@@ -235,7 +247,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Stdin: p.Stdin, Args: p.Args}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test}
 	if w.outputs != nil {
 		req.Outputs = w.outputs.Path()
 	}
@@ -334,7 +346,7 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	}
 	return Plan{
 		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: s.cfg.User, Env: env,
-		Workspace: p.Workspace, Labels: s.owner.Labels("run"), Runtime: s.cfg.Runtime,
+		Workspace: p.Workspace, Scratch: p.scratch(), Labels: s.owner.Labels("run"), Runtime: s.cfg.Runtime,
 		Stdin: true, Limits: s.cfg.Limits,
 	}
 }

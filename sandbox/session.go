@@ -63,7 +63,7 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 
 // run sends one program to the kernel; see conn.turn.
 func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (Result, error, error) {
-	req := request{Nonce: newNonce(), Code: p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args}
+	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args}
 	if p.Outputs != "" {
 		req.Outputs = WorkspaceMount + "/" + p.Outputs
 	}

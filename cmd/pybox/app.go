@@ -31,6 +31,7 @@ type app struct {
 	engine   *engine.Client
 	sandbox  *sandbox.Sandbox
 	envs     *images.Manager
+	inst     *images.Installer
 	index    images.Index
 	image    string
 	user     string    // uid:gid programs run as (config.sandboxUser)
@@ -111,6 +112,7 @@ func (a *app) newManager() error {
 	}
 	a.index = idx
 	inst := &images.Installer{Engine: a.engine, Owner: a.sandbox.Owner(), Index: idx, Timeout: a.cfg.InstallTime, Log: a.log}
+	a.inst = inst
 	a.envs, err = images.NewManager(images.ManagerConfig{
 		EnsureRuntime: a.ensureRuntime, Installer: inst, Prober: a.sandbox,
 		Policy: images.RequirementPolicy{AllowURLs: a.cfg.AllowURLReqs}, Log: a.log,

@@ -45,6 +45,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("bench", "pybox bench [flags]", stderr, c)
 	n := fs.Int("n", 20, "iterations per scenario")
 	jsonOut := fs.String("json", "", "also write the JSON report to this file (\"-\" = stdout only JSON)")
+	evalMode := fs.Bool("eval", false, "measure `pybox eval` throughput instead (samples/s against a docker run loop and a pybox run loop of -n samples)")
+	evalTrivial := fs.Int("eval-trivial", 500, "with -eval: samples in the trivial batch")
+	evalWork := fs.Int("eval-work", 200, "with -eval: samples in the real-work batch")
 	if err := parse(fs, c, args); err != nil {
 		return err
 	}
@@ -60,6 +63,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := a.ensureRuntime(ctx, a.cfg.initialEnv().Variant); err != nil {
 			return err
 		}
+	}
+	if *evalMode {
+		if *evalTrivial < 1 || *evalWork < 1 {
+			return errors.New("bench: -eval-trivial and -eval-work must be at least 1")
+		}
+		return benchEval(ctx, a.image, c.forwardFlags(fs), *evalTrivial, *evalWork, *n, *jsonOut, stdout, stderr)
 	}
 	b := &bench{n: *n, image: a.image, stderr: stderr, eng: a.engine}
 	if v, err := a.engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && c.Runtime == "" {

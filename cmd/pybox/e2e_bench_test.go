@@ -38,3 +38,27 @@ func TestBenchReport(t *testing.T) {
 		t.Errorf("a scenario failed: %s", out)
 	}
 }
+
+// TestBenchEvalReport: `pybox bench -eval` measures pybox eval, a docker
+// run loop and a pybox run loop on both batches, every sample passing.
+func TestBenchEvalReport(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	cmd := exec.Command(pyboxBin, "bench", "-eval", "-n", "2", "-eval-trivial", "6", "-eval-work", "3", "-json", "-")
+	cmd.Env = append(os.Environ(), "PYBOX_BUILD=never")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pybox bench -eval: %v\n%s", err, out)
+	}
+	var rep evalBenchReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	if len(rep.Rows) != 6 {
+		t.Fatalf("%d rows; want 6: %+v", len(rep.Rows), rep.Rows)
+	}
+	for _, r := range rep.Rows {
+		if r.Skipped != "" || r.NotPassed != 0 || r.PerSecond <= 0 || r.Samples == 0 {
+			t.Errorf("row %+v: want every sample measured and passing", r)
+		}
+	}
+}

@@ -21,6 +21,7 @@ const usage = `pybox runs Python safely: every program in a fresh, locked-down D
 Usage:
   pybox [serve] [flags]          MCP server over stdio (the default)
   pybox run [flags] FILE|-       run one Python file (or stdin) and exit with its exit code
+  pybox eval [flags] FILE.jsonl  run a batch of programs (with their tests), each in its own sandbox: a verdict per program
   pybox image build [flags]      build the runtime image (--offline: no registry, no PyPI)
   pybox doctor [flags]           check Docker, the runtime image, runtimes and isolation
   pybox bench [flags]            measure latency through a real MCP client
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = serveCmd(ctx, args, stdin, stdout, stderr)
 	case "run":
 		return runCmd(ctx, args, stdin, stdout, stderr)
+	case "eval":
+		return evalCmd(ctx, args, stdin, stdout, stderr)
 	case "image":
 		err = imageCmd(ctx, args, stderr)
 	case "doctor":

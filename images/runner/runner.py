@@ -18,7 +18,7 @@ without site (-I -S): no module is ever resolved from the working directory
 or from site-packages until a program's request has arrived.
 
     request  (pybox -> supervisor, stdin):  b"%d\\n" % len(body) + body, JSON
-        once:   {"nonce", "file", "stdin" (null = /dev/null), "outputs"}
+        once:   {"nonce", "file", "stdin" (null = /dev/null), "args", "outputs", "test" (eval)}
         kernel: {"nonce", "code", "filename", "stdin", "outputs"}
     frame    (supervisor -> pybox, stdout): b"PYBOX <nonce> <kind> <len>\\n" + payload
         ready (nonce "-", before any request), out, err, done ({"code": status}),

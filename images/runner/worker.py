@@ -202,10 +202,59 @@ def run_once(requests):
     feed_stdin(req.get("stdin"))
     start_programs(os.path.dirname(os.path.abspath(path)))
     sys.argv = [path] + [str(a) for a in (req.get("args") or [])]
+    if req.get("code") is not None:  # the program came with the request (pybox eval)
+        try:
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(req["code"])
+        except OSError as e:
+            print("pybox: could not write the program to %s: %s" % (path, e), file=sys.stderr)
+            return 2
     if not os.path.isfile(path):
         print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
         return 2
+    if req.get("test") is not None:
+        return run_tested(path, req["test"], outputs)
     return guarded(lambda: runpy.run_path(path, run_name="__main__"), path, outputs)
+
+
+def run_tested(path, test, outdir):
+    """once with tests (pybox eval): run the file as __main__, then the
+    tests in its globals, as `python` would run the two joined, except that
+    the program cannot end early as a success: a SystemExit it raises before
+    its tests have run is a failure, and a failing test ends the worker at
+    once, so no atexit handler or thread the program left can change the
+    status. The tests are compiled before the program runs."""
+    try:
+        tests = compile(test, "<tests>", "exec")
+    except SyntaxError as e:
+        user_traceback(e, "<tests>")
+        finish(1)
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+        exec(compile(source, path, "exec"), main.__dict__)
+    except SystemExit as e:
+        status = exit_status(e)
+        quietly(lambda: print("pybox: the program exited (status %d) before its tests ran" % status, file=sys.stderr))
+        finish(status or 1)
+    except BaseException as e:
+        user_traceback(e, path)
+        finish(130 if isinstance(e, KeyboardInterrupt) else 1)
+    status = guarded(lambda: exec(tests, main.__dict__), "<tests>", outdir)
+    if status != 0:
+        finish(status)
+    return 0
+
+
+def finish(status):
+    """Flush the standard streams and end the worker with status now."""
+    for f in (sys.stdout, sys.stderr):
+        quietly(lambda: f.flush())
+    os._exit(status)
 
 
 class Kernel:

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -168,7 +169,9 @@ func waitError(w container.WaitResponse) error {
 func (c *Client) oomKilled(ctx context.Context, id string) bool {
 	ins, err := c.api.ContainerInspect(ctx, id)
 	if err != nil {
-		c.log.Warn("inspect after exit", "container_id", short(id), "err", err)
+		if !cerrdefs.IsNotFound(err) { // gone: removed by us (killed), not by the OOM killer
+			c.log.Warn("inspect after exit", "container_id", short(id), "err", err)
+		}
 		return false
 	}
 	return ins.State != nil && ins.State.OOMKilled
