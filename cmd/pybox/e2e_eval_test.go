@@ -456,3 +456,82 @@ func TestEvalRequirements(t *testing.T) {
 	}
 	t.Logf("the second batch took %v", time.Since(start).Round(time.Millisecond))
 }
+
+// TestEvalDaemonLost: the Docker daemon goes away mid-batch and stays
+// away: the batch stops with exit 125 after one retry, the results file
+// holds whole results only (no sample got a verdict it did not earn), and
+// once the daemon is back the same command completes the batch with
+// nothing left behind.
+func TestEvalDaemonLost(t *testing.T) {
+	eng := testenv.Docker(t)
+	testenv.RuntimeImage(t, eng, "base")
+	px := testenv.NewDaemonProxy(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "samples.jsonl")
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf(`{"id": %d, "code": "import time\ntime.sleep(0.2)\nprint(%d)"}`, i, i))
+	}
+	os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	out := filepath.Join(dir, "results.jsonl")
+	state := t.TempDir()
+	cmd := exec.Command(pyboxBin, "eval", "-o", out, in)
+	cmd.Env = append(evalEnv(t), "DOCKER_HOST="+px.Host, "PYBOX_STATE_DIR="+state)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if b, _ := os.ReadFile(out); bytes.Count(b, []byte("\n")) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no results after 2 minutes:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	px.Stop()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the batch did not stop within 2 minutes of losing the daemon:\n%s", stderr.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure {
+		t.Fatalf("after the daemon went away: %v; want exit %d\n%s", err, exitFailure, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "Docker") || !strings.Contains(stderr.String(), "run the same command again") {
+		t.Errorf("the stopped batch does not explain itself:\n%s", stderr.String())
+	}
+	partial := readEvalResults(t, out)
+	for i, r := range partial {
+		if string(r.ID) != strconv.Itoa(i) || !r.Passed || r.Stdout != fmt.Sprintf("%d\n", i) {
+			t.Errorf("result %d written before the stop is not the sample's own: %+v", i, r)
+		}
+	}
+	px.Start()
+	left := testenv.Managed(t, eng, map[string]string{"pybox.pid": strconv.Itoa(cmd.Process.Pid)})
+	resume := exec.Command(pyboxBin, "eval", "-o", out, in)
+	resume.Env = append(evalEnv(t), "PYBOX_STATE_DIR="+state)
+	var errText bytes.Buffer
+	resume.Stderr = &errText
+	if err := resume.Run(); err != nil {
+		t.Fatalf("resume with the daemon back: %v\n%s", err, errText.String())
+	}
+	if all := readEvalResults(t, out); len(all) != 30 {
+		t.Errorf("%d results after the resume; want 30", len(all))
+	}
+	t.Logf("%d containers of the stopped batch were left while the daemon was away; the resume said: %s", len(left), lastLine(strings.SplitN(errText.String(), "\n", 2)[0]))
+	if now := testenv.Managed(t, eng, map[string]string{"pybox.pid": strconv.Itoa(cmd.Process.Pid)}); len(now) > 0 {
+		t.Errorf("the stopped batch's containers are still there after the next pybox eval on its state directory: %v", now)
+	}
+}

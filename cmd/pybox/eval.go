@@ -279,6 +279,13 @@ func (e *evaluator) run(ctx context.Context, c *config) int {
 		}
 		s.Requirements = canon
 	}
+	// A batch stopped while the daemon was away left containers it could
+	// not remove; the next pybox on the same state directory removes them.
+	if n, err := a.sandbox.ReapOrphans(ctx); err != nil {
+		a.log.Warn("could not look for leftover containers", "err", err)
+	} else if n > 0 {
+		fmt.Fprintf(e.stderr, "pybox eval: removed %d containers left by an earlier pybox on this state directory\n", n)
+	}
 	if err := a.start(ctx, false); err != nil {
 		fmt.Fprintln(e.stderr, "pybox eval:", err)
 		return e.failed(ctx)
