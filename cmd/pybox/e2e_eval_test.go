@@ -361,8 +361,14 @@ func evalEnv(t *testing.T) []string {
 // runEval runs `pybox eval args...` and returns stdout, stderr and its exit status.
 func runEval(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runEvalEnv(t, nil, args...)
+}
+
+// runEvalEnv is runEval with extra environment variables.
+func runEvalEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(pyboxBin, append([]string{"eval"}, args...)...)
-	cmd.Env = evalEnv(t)
+	cmd.Env = append(evalEnv(t), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -32,6 +32,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	strays map[string]bool // containers whose removal failed: RemoveStrays tries again
+	kind   flavor          // Docker or Podman, once known
 }
 
 // New connects to the daemon named by the environment (DOCKER_HOST and
@@ -40,6 +41,19 @@ func New(log *slog.Logger) (*Client, error) {
 	api, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{api: api, log: log, strays: map[string]bool{}}, nil
+}
+
+// NewAt connects to the daemon at host (a DOCKER_HOST value, such as
+// Podman's socket) instead of the environment's.
+func NewAt(host string, log *slog.Logger) (*Client, error) {
+	api, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", host, err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-units"
+)
+
+// flavor is what kind of daemon answers on the socket, learnt once.
+type flavor struct {
+	known    bool
+	podman   bool // Podman's Docker-compatible API
+	rootless bool // Podman without root: container uids map into the user's subuid range
+}
+
+// flavor asks the daemon what it is, once it answers.
+func (c *Client) flavor(ctx context.Context) flavor {
+	c.mu.Lock()
+	f := c.kind
+	c.mu.Unlock()
+	if f.known {
+		return f
+	}
+	sv, err := c.api.ServerVersion(ctx)
+	if err != nil {
+		return flavor{}
+	}
+	f.known = true
+	for _, comp := range sv.Components {
+		if strings.Contains(comp.Name, "Podman") {
+			f.podman = true
+		}
+	}
+	if f.podman {
+		if info, err := c.api.Info(ctx); err == nil {
+			for _, o := range info.SecurityOptions {
+				if strings.Contains(o, "rootless") {
+					f.rootless = true
+				}
+			}
+		}
+	}
+	c.mu.Lock()
+	c.kind = f
+	c.mu.Unlock()
+	return f
+}
+
+// Limits pybox asks Podman for when a request sets none: Podman's
+// defaults for processes (per uid, host-wide, as the kernel counts them)
+// and open files are above what its own hard limits let it grant on many
+// hosts, and its runc then refuses to start the container (attach answers
+// 409). Docker passes its own limits through unchanged, so there pybox
+// adds none; the pids cgroup limit bounds each sandbox either way.
+const (
+	podmanNProc  = 16384
+	podmanNoFile = 65536
+)
+
+// adapt makes a container request one the daemon can honour: for Podman,
+// explicit nproc and nofile limits (never above this process's own hard
+// limits) and, rootless, the caller's uid kept inside (keep-id), so a
+// sandbox running as the caller can write its bind-mounted workspace.
+func (c *Client) adapt(ctx context.Context, host *container.HostConfig) {
+	f := c.flavor(ctx)
+	if host == nil || !f.podman {
+		return
+	}
+	host.Ulimits = withLimit(host.Ulimits, "nproc", rlimitNProc, podmanNProc)
+	host.Ulimits = withLimit(host.Ulimits, "nofile", syscall.RLIMIT_NOFILE, podmanNoFile)
+	for target, opts := range host.Tmpfs {
+		host.Tmpfs[target] = podmanTmpfs(opts)
+	}
+	if f.rootless && host.UsernsMode == "" {
+		host.UsernsMode = "keep-id"
+	}
+}
+
+// withLimit adds the ulimit name (resource) at n, capped by this process's
+// own hard limit, unless ulimits already has it.
+func withLimit(ulimits []*units.Ulimit, name string, resource int, n int64) []*units.Ulimit {
+	for _, u := range ulimits {
+		if u.Name == name {
+			return ulimits
+		}
+	}
+	var own syscall.Rlimit
+	if syscall.Getrlimit(resource, &own) == nil && own.Max < uint64(n) {
+		n = int64(own.Max)
+	}
+	return append(slices.Clip(ulimits), &units.Ulimit{Name: name, Soft: n, Hard: n})
+}
+
+// rlimitNProc is RLIMIT_NPROC (not in package syscall on every platform).
+const rlimitNProc = 6
+
+// podmanTmpfs rewrites tmpfs options for Podman 4, which refuses uid=,
+// gid= and nr_inodes=: a tmpfs owned by a uid becomes one owned by the
+// container's user (U), which is the same user for pybox's containers; the
+// inode cap is dropped (the size cap, and the memory limit that tmpfs pages
+// count against, still bound it).
+func podmanTmpfs(opts string) string {
+	var out []string
+	owned := false
+	for _, o := range strings.Split(opts, ",") {
+		switch k, _, _ := strings.Cut(o, "="); k {
+		case "uid", "gid":
+			owned = true
+		case "nr_inodes":
+		default:
+			out = append(out, o)
+		}
+	}
+	if owned {
+		out = append(out, "U")
+	}
+	return strings.Join(out, ",")
+}
