@@ -2,6 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"syscall"
@@ -15,6 +19,7 @@ type flavor struct {
 	known    bool
 	podman   bool // Podman's Docker-compatible API
 	rootless bool // Podman without root: container uids map into the user's subuid range
+	cgroupV1 bool // the host's cgroups are v1: rootless Podman cannot set limits there
 }
 
 // flavor asks the daemon what it is, once it answers.
@@ -36,13 +41,7 @@ func (c *Client) flavor(ctx context.Context) flavor {
 		}
 	}
 	if f.podman {
-		if info, err := c.api.Info(ctx); err == nil {
-			for _, o := range info.SecurityOptions {
-				if strings.Contains(o, "rootless") {
-					f.rootless = true
-				}
-			}
-		}
+		f.rootless, f.cgroupV1 = c.podmanInfo(ctx)
 	}
 	c.mu.Lock()
 	c.kind = f
@@ -65,10 +64,13 @@ const (
 // explicit nproc and nofile limits (never above this process's own hard
 // limits) and, rootless, the caller's uid kept inside (keep-id), so a
 // sandbox running as the caller can write its bind-mounted workspace.
-func (c *Client) adapt(ctx context.Context, host *container.HostConfig) {
+func (c *Client) adapt(ctx context.Context, host *container.HostConfig) error {
 	f := c.flavor(ctx)
 	if host == nil || !f.podman {
-		return
+		return nil
+	}
+	if f.rootless && f.cgroupV1 && (host.Memory > 0 || host.NanoCPUs > 0 || host.PidsLimit != nil) {
+		return ErrLimitsUnenforced
 	}
 	host.Ulimits = withLimit(host.Ulimits, "nproc", rlimitNProc, podmanNProc)
 	host.Ulimits = withLimit(host.Ulimits, "nofile", syscall.RLIMIT_NOFILE, podmanNoFile)
@@ -78,7 +80,13 @@ func (c *Client) adapt(ctx context.Context, host *container.HostConfig) {
 	if f.rootless && host.UsernsMode == "" {
 		host.UsernsMode = "keep-id"
 	}
+	return nil
 }
+
+// ErrLimitsUnenforced: the daemon would start the container without its
+// memory, CPU and process limits, so pybox does not ask it to.
+var ErrLimitsUnenforced = errors.New("rootless Podman on a host with cgroup v1 cannot enforce memory, CPU or process limits (it starts containers without them), " +
+	"so pybox will not run sandboxes there: use rootful Podman, Docker, or a host with cgroup v2")
 
 // withLimit adds the ulimit name (resource) at n, capped by this process's
 // own hard limit, unless ulimits already has it.
@@ -119,4 +127,31 @@ func podmanTmpfs(opts string) string {
 		out = append(out, "U")
 	}
 	return strings.Join(out, ",")
+}
+
+// podmanInfo asks Podman's own API (its compat info does not say) whether
+// it runs without root, and on which cgroup version.
+func (c *Client) podmanInfo(ctx context.Context) (rootless, cgroupV1 bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://podman/v4.0.0/libpod/info", nil)
+	if err != nil {
+		return false, false
+	}
+	resp, err := c.api.HTTPClient().Do(req)
+	if err != nil {
+		c.log.Warn("could not ask Podman whether it is rootless", "err", err)
+		return false, false
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Host struct {
+			CgroupVersion string `json:"cgroupVersion"`
+			Security      struct {
+				Rootless bool `json:"rootless"`
+			} `json:"security"`
+		} `json:"host"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
+		return false, false
+	}
+	return info.Host.Security.Rootless, info.Host.CgroupVersion == "v1"
 }

@@ -212,7 +212,9 @@ func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
-	c.adapt(cctx, spec.Host)
+	if err := c.adapt(cctx, spec.Host); err != nil {
+		return "", err
+	}
 	created, err := c.api.ContainerCreate(cctx, spec.Config, spec.Host, nil, nil, spec.Name)
 	if err != nil {
 		if spec.Name != "" && answerLost(err) {
