@@ -190,6 +190,7 @@ type Result struct {
 	// runner's verdict: its runtime killed the whole sandbox, which gVisor
 	// does when a program passes the process limit.
 	ResourceKilled bool
+	Warm           bool // a stateless run that took a ready container from the warm pool
 	Duration       time.Duration
 	Timeout        time.Duration // the limit that applied
 	// Outputs is a stateless run's own output folder (nil without
@@ -223,6 +224,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 		return Result{}, err
 	}
 	w := s.takeWarm(ctx, p)
+	warm := w != nil
 	defer s.ranDone(p)
 	if w == nil {
 		if w, err = s.startOnce(ctx, p, "run"); err != nil {
@@ -234,6 +236,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	}
 	stopWatch := q.watch(w.halt)
 	res, err := s.runOnce(ctx, w, p)
+	res.Warm = warm
 	stopWatch()
 	if err != nil {
 		res.Outputs.Remove()

@@ -67,6 +67,16 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 		return nil, ExecutionOutput{}, h.readyError(ctx, err)
 	}
 	res, outs, err := h.execute(ctx, r, timeout)
+	if h.cfg.Observe != nil {
+		path := "cold"
+		switch {
+		case r.session != "":
+			path = "session"
+		case res.Warm:
+			path = "warm"
+		}
+		h.cfg.Observe(path, res, err)
+	}
 	arts, figures, note := outs.collect()
 	outs.close()
 	if r.saved.temporary {

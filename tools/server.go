@@ -42,7 +42,10 @@ type Config struct {
 	Toolset      string // which tools are listed (see Toolsets); default "default"
 	// Guard, when set, checks code before it runs (the policy's static
 	// guardrails); its error is shown to the model as is.
-	Guard   func(code string) error
+	Guard func(code string) error
+	// Observe, when set, sees how every run ended (for metrics): path is
+	// warm, cold or session; err is an infrastructure failure.
+	Observe func(path string, res sandbox.Result, err error)
 	Version string       // reported to clients
 	Log     *slog.Logger // nil discards
 }

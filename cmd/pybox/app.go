@@ -36,6 +36,8 @@ type app struct {
 	image    string
 	user     string    // uid:gid programs run as (config.sandboxUser)
 	progress io.Writer // where long work (image builds, installs) reports
+	tenant   string    // over HTTP with tokens: whose this app is ("" otherwise)
+	metrics  *metrics  // over HTTP: where runs and installs are counted; nil: not counted
 	noticeMu sync.Mutex
 	notice   []string // said once, with the next tool result (a failed preinstall, adopted host settings)
 }

@@ -67,6 +67,16 @@ type config struct {
 	AllowURLReqs  bool
 	AllowSdist    bool
 
+	// serve --http only (see httpSettings)
+	serving        bool // the command is serve: its HTTP settings are registered
+	HTTPAddr       string
+	TokensFile     string
+	AllowedOrigins string
+	InsecureNoAuth bool
+	MetricsAddr    string
+	TenantRate     int
+	ShutdownGrace  time.Duration
+
 	given        map[string]bool // flags given on the command line (parseFlags)
 	hostPackages []string        // a host venv's packages to install (adoptHostSettings)
 }
@@ -78,6 +88,26 @@ type setting struct {
 }
 
 func (c *config) settings() []setting {
+	if c.serving {
+		return append(c.commonSettings(), c.httpSettings()...)
+	}
+	return c.commonSettings()
+}
+
+// httpSettings are serve's settings for MCP over streamable HTTP.
+func (c *config) httpSettings() []setting {
+	return []setting{
+		{"http", "PYBOX_HTTP", "serve MCP over streamable HTTP on this address (host:port, path /mcp) instead of stdio", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.HTTPAddr, n, "", u) }},
+		{"tokens", "PYBOX_TOKENS", "bearer tokens file for --http: lines \"TENANT TOKEN\"; each tenant is isolated; reloaded on SIGHUP", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.TokensFile, n, "", u) }},
+		{"allowed-origins", "PYBOX_ALLOWED_ORIGINS", "comma-separated Origin values browsers may call --http from (a request with another Origin gets 403)", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.AllowedOrigins, n, "", u) }},
+		{"insecure-no-auth", "PYBOX_INSECURE_NO_AUTH", "let --http listen on a non-loopback address without tokens (anyone who reaches it runs code)", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.InsecureNoAuth, n, false, u) }},
+		{"metrics-addr", "PYBOX_METRICS_ADDR", "with --tokens, serve /metrics (Prometheus) on this separate address; without tokens /metrics is on --http's", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.MetricsAddr, n, "", u) }},
+		{"tenant-calls-per-minute", "PYBOX_TENANT_CALLS_PER_MINUTE", "tool calls a tenant may make per minute over --http (0 = no limit)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.TenantRate, n, 600, u) }},
+		{"shutdown-grace", "PYBOX_SHUTDOWN_GRACE", "how long --http waits for calls in flight when it stops", func(fs *flag.FlagSet, n, u string) { fs.DurationVar(&c.ShutdownGrace, n, 30*time.Second, u) }},
+	}
+}
+
+func (c *config) commonSettings() []setting {
 	str := func(p *string, def string) func(*flag.FlagSet, string, string) {
 		return func(fs *flag.FlagSet, n, u string) { fs.StringVar(p, n, def, u) }
 	}
@@ -271,6 +301,16 @@ func (c *config) logger(w io.Writer) (*slog.Logger, error) {
 	// Bounded: values cut at 1 KiB, a message repeated past a burst
 	// rate-limited, so nothing a program provokes floods the log.
 	return slog.New(logcap.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))), nil
+}
+
+// accessLogger is the HTTP access log's: every line written (values cut
+// at logcap.MaxValue, no rate limit).
+func (c *config) accessLogger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", c.LogLevel)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 }
 
 // validate checks settings that have no parser of their own.

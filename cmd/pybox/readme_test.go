@@ -17,7 +17,7 @@ func TestREADMEDocumentsEverything(t *testing.T) {
 	}
 	readme := string(b)
 	var want []string
-	for _, s := range (&config{}).settings() {
+	for _, s := range (&config{serving: true}).settings() {
 		want = append(want, "`"+s.env+"`", "`--"+s.flag+"`")
 	}
 	for _, set := range tools.Toolsets() {

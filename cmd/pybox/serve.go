@@ -14,7 +14,7 @@ import (
 )
 
 func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := &config{}
+	c := &config{serving: true}
 	fs := newFlags("serve", "pybox serve [flags]", stderr, c)
 	if err := parse(fs, c, args); err != nil {
 		return err
@@ -23,48 +23,20 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fs.Usage()
 		return errUsage
 	}
+	if c.HTTPAddr != "" {
+		return serveHTTP(ctx, c, stderr)
+	}
 	a, err := newApp(c, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	store, err := openStorage(c.StorageDir, a.user)
+	srv, stop, err := a.mcpServer(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	sessions, err := a.openSessions()
-	if err != nil {
-		return err
-	}
-	defer sessions.Close()
-	if n, err := a.sandbox.ReapOrphans(ctx); err != nil {
-		a.log.Warn("could not look for leftover containers", "err", err)
-	} else if n > 0 {
-		a.log.Info("removed containers left by a previous pybox", "count", n)
-	}
-	// The environment is made ready (image built, packages preinstalled) in
-	// the background; when the client goes away that work is cancelled.
-	readyCtx, stopReady := context.WithCancel(ctx)
-	ready := a.newReadiness(readyCtx)
-	defer ready.wg.Wait()
-	defer stopReady()
-	codeLimit, err := c.codeLimit()
-	if err != nil {
-		return err
-	}
-	fileLimit, err := c.fileLimit()
-	if err != nil {
-		return err
-	}
-	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.envs, Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
-		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, Version: version, Log: a.log,
-	})
-	if err != nil {
-		return err
-	}
-	a.log.Info("pybox serving MCP over stdio", "version", version, "code_storage_dir", store.Path(), "image", a.image)
+	defer stop()
+	a.log.Info("pybox serving MCP over stdio", "version", version, "code_storage_dir", c.StorageDir, "image", a.image)
 	// The client going away (stdin EOF) or a signal (ctx) stops the runs in
 	// flight at once: their containers go, and the server exits in seconds
 	// instead of waiting for them.
@@ -74,6 +46,57 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return nil
 	}
 	return err
+}
+
+// mcpServer makes a's MCP server: its code storage and session folders
+// opened, leftovers of an earlier pybox on its state directory removed,
+// and its environment made ready in the background (until ctx ends).
+// stop releases what it opened.
+func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
+	c := a.cfg
+	var closers []func()
+	stop := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (*mcp.Server, func(), error) { stop(); return nil, nil, err }
+	store, err := openStorage(c.StorageDir, a.user)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { store.Close() })
+	sessions, err := a.openSessions()
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { sessions.Close() })
+	if n, err := a.sandbox.ReapOrphans(ctx); err != nil {
+		a.log.Warn("could not look for leftover containers", "err", err)
+	} else if n > 0 {
+		a.log.Info("removed containers left by a previous pybox", "count", n)
+	}
+	// The environment is made ready (image built, packages preinstalled) in
+	// the background; when the server stops that work is cancelled.
+	readyCtx, stopReady := context.WithCancel(ctx)
+	ready := a.newReadiness(readyCtx)
+	closers = append(closers, func() { stopReady(); ready.wg.Wait() })
+	codeLimit, err := c.codeLimit()
+	if err != nil {
+		return fail(err)
+	}
+	fileLimit, err := c.fileLimit()
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := tools.NewServer(tools.Config{
+		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
+		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, Version: version, Log: a.log, Observe: a.observeRun,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return srv, stop, nil
 }
 
 // stdio is the server's end of the stdio transport.

@@ -1,0 +1,523 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// maxHTTPBody bounds one request body: a tool call's arguments (code,
+// files) travel in it.
+const maxHTTPBody = 16 << 20
+
+// serveHTTP serves MCP over streamable HTTP on c.HTTPAddr until ctx ends,
+// then drains the calls in flight for up to c.ShutdownGrace and removes
+// every container. With a tokens file every request needs a bearer token,
+// and each token's tenant has its own code storage, sessions, environment,
+// warm pool and quotas; without one there is a single tenant, and only a
+// loopback address is allowed unless --insecure-no-auth.
+func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
+	if c.TenantRate < 0 {
+		return errors.New("tenant calls per minute must be 0 (no limit) or more")
+	}
+	host, _, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http %q: give host:port (e.g. 127.0.0.1:8080): %v", c.HTTPAddr, err)
+	}
+	var toks *tokenSet
+	if c.TokensFile != "" {
+		if toks, err = loadTokens(c.TokensFile); err != nil {
+			return err
+		}
+	} else if !loopback(host) && !c.InsecureNoAuth {
+		return fmt.Errorf("--http %s is not a loopback address and there is no --tokens file: anyone who reaches it could run code. "+
+			"Give a tokens file (lines \"TENANT TOKEN\"), listen on 127.0.0.1, or pass --insecure-no-auth", c.HTTPAddr)
+	}
+	base, err := newApp(c, stderr)
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	stopping, stopStreams := context.WithCancel(context.Background())
+	defer stopStreams()
+	t := &tenants{ctx: ctx, stopping: stopping, base: base, byName: map[string]*tenantServer{}, log: base.log}
+	t.tokens.Store(toks)
+	base.metrics = newMetrics(t.pools)
+	defer t.close()
+
+	ln, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", t.mcpHandler(splitList(c.AllowedOrigins)))
+	mux.HandleFunc("/healthz", base.healthz)
+	if toks == nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(base.metrics.reg, promhttp.HandlerOpts{}))
+	}
+	access, err := c.accessLogger(stderr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: accessLog(mux, access, base.log, base.metrics), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var metricsSrv *http.Server
+	if c.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", c.MetricsAddr)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("listen on --metrics-addr %s: %w", c.MetricsAddr, err)
+		}
+		metricsSrv = &http.Server{Handler: promhttp.HandlerFor(base.metrics.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go metricsSrv.Serve(mln)
+		defer metricsSrv.Close()
+	}
+	base.log.Info("pybox serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
+		"tenants", toks.describe(), "image", base.image)
+	if toks != nil {
+		stopReload := t.reloadOnHUP(c.TokensFile)
+		defer stopReload()
+	}
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	// Drain: no new connections; calls in flight finish (or the grace ends);
+	// the event streams clients keep open (GET) end now.
+	base.log.Info("stopping: waiting for calls in flight", "grace", c.ShutdownGrace)
+	stopStreams()
+	grace, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(grace); err != nil {
+		base.log.Warn("calls still in flight after the grace period: they are stopped", "err", err)
+		srv.Close()
+	}
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// tokenSet maps bearer tokens (by their SHA-256) to tenants.
+type tokenSet struct {
+	tenants []string
+	sums    [][32]byte
+}
+
+var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// loadTokens reads a tokens file: one "TENANT TOKEN" per line; blank lines
+// and lines starting with # are skipped. A tenant may have several
+// tokens; a token belongs to one tenant.
+func loadTokens(path string) (*tokenSet, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	ts := &tokenSet{}
+	seen := map[[32]byte]int{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		switch {
+		case len(f) != 2:
+			return nil, fmt.Errorf("tokens file %s, line %d: want \"TENANT TOKEN\"", path, i+1)
+		case !tenantName.MatchString(f[0]):
+			return nil, fmt.Errorf("tokens file %s, line %d: tenant %q: use 1-63 of a-z, 0-9, _ and -, starting with a letter or digit", path, i+1, f[0])
+		case len(f[1]) < 16:
+			return nil, fmt.Errorf("tokens file %s, line %d: the token is %d characters; use at least 16 (say, openssl rand -hex 32)", path, i+1, len(f[1]))
+		}
+		sum := sha256.Sum256([]byte(f[1]))
+		if first, dup := seen[sum]; dup {
+			return nil, fmt.Errorf("tokens file %s, line %d: the same token as line %d: a token names one tenant", path, i+1, first)
+		}
+		seen[sum] = i + 1
+		ts.tenants = append(ts.tenants, f[0])
+		ts.sums = append(ts.sums, sum)
+	}
+	if len(ts.sums) == 0 {
+		return nil, fmt.Errorf("tokens file %s has no tokens", path)
+	}
+	return ts, nil
+}
+
+// tenant returns the tenant of token, comparing in constant time against
+// every token (hashed, so lengths do not show either).
+func (ts *tokenSet) tenant(token string) (string, bool) {
+	sum := sha256.Sum256([]byte(token))
+	found := -1
+	for i := range ts.sums {
+		if subtle.ConstantTimeCompare(sum[:], ts.sums[i][:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return "", false
+	}
+	return ts.tenants[found], true
+}
+
+func (ts *tokenSet) describe() string {
+	if ts == nil {
+		return "one, no tokens"
+	}
+	names := slices.Clone(ts.tenants)
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ",")
+}
+
+// tenants holds each tenant's MCP server, made on its first request.
+type tenants struct {
+	ctx      context.Context
+	stopping context.Context // cancelled when the server starts to stop: open event streams end
+	base     *app
+	log      *slog.Logger
+	tokens   atomic.Pointer[tokenSet]
+	mu       sync.Mutex
+	byName   map[string]*tenantServer
+	closed   bool
+}
+
+// tenantServer is one tenant's pybox: its app (sandbox, environment,
+// storage), MCP server and streamable HTTP handler, and call quota.
+type tenantServer struct {
+	app     *app
+	handler http.Handler
+	stop    func()
+	rate    *rateLimit
+}
+
+// get returns name's server, making it on first use ("" is the single
+// tenant of a server without tokens: the base app itself).
+func (t *tenants) get(name string) (*tenantServer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ts, ok := t.byName[name]; ok {
+		return ts, nil
+	}
+	if t.closed {
+		return nil, errors.New("the server is stopping")
+	}
+	a := t.base
+	if name != "" {
+		var err error
+		if a, err = newTenantApp(t.base, name); err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", name, err)
+		}
+	}
+	srv, stop, err := a.mcpServer(t.ctx)
+	if err != nil {
+		if a != t.base {
+			a.sandbox.Close()
+		}
+		return nil, fmt.Errorf("tenant %s: %w", name, err)
+	}
+	ts := &tenantServer{app: a, stop: stop, rate: newRateLimit(t.base.cfg.TenantRate)}
+	srv.AddReceivingMiddleware(ts.quota(t.base.metrics))
+	ts.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxHTTPBody, Logger: a.log, SessionTimeout: t.base.cfg.SessionTTL})
+	t.byName[name] = ts
+	t.log.Info("tenant ready", "tenant", name, "code_storage_dir", a.cfg.StorageDir)
+	return ts, nil
+}
+
+// newTenantApp is base's pybox for one tenant: the same engine and
+// settings, with its own code storage (CODE_STORAGE_DIR/tenants/NAME),
+// state directory (sessions, environment, leases, run folders), sandbox
+// (its warm pool, programs-at-once and sessions limits) and environment
+// manager. Package layers with the same content are shared underneath, as
+// images; which ones a tenant's environment uses is its own.
+func newTenantApp(base *app, name string) (*app, error) {
+	cfg := *base.cfg
+	cfg.StorageDir = filepath.Join(base.cfg.StorageDir, "tenants", name)
+	cfg.StateDir = filepath.Join(base.cfg.StateDir, "tenants", name)
+	for _, d := range []string{filepath.Dir(cfg.StorageDir), cfg.StateDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	limits, err := cfg.limits()
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.New(sandbox.Config{Engine: base.engine, Image: base.image, Runtime: cfg.Runtime, User: base.user, Limits: limits,
+		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
+		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
+		Log: base.log.With("tenant", name)})
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: &cfg, log: base.log.With("tenant", name), engine: base.engine, sandbox: sb, image: base.image, user: base.user,
+		progress: base.progress, tenant: name, metrics: base.metrics}
+	if err := a.newManager(); err != nil {
+		sb.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// pools reports each tenant's ready warm containers.
+func (t *tenants) pools() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for name, ts := range t.byName {
+		out[name] = ts.app.sandbox.PoolReady()
+	}
+	return out
+}
+
+// close stops every tenant: its sessions and containers go.
+func (t *tenants) close() {
+	t.mu.Lock()
+	t.closed = true
+	all := make([]*tenantServer, 0, len(t.byName))
+	for _, ts := range t.byName {
+		all = append(all, ts)
+	}
+	t.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ts := range all {
+		ts.app.sandbox.Shutdown()
+		wg.Go(func() {
+			ts.stop()
+			if ts.app != t.base {
+				ts.app.sandbox.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// reloadOnHUP reads the tokens file again on SIGHUP; a file that does not
+// load keeps the tokens in force (and says why in the log).
+func (t *tenants) reloadOnHUP(path string) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				toks, err := loadTokens(path)
+				if err != nil {
+					t.log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
+					continue
+				}
+				t.tokens.Store(toks)
+				t.log.Info("tokens file reloaded", "tenants", toks.describe())
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
+}
+
+// tenantKey carries the request's tenant to the access log.
+type tenantKey struct{}
+
+// mcpHandler authenticates a request (with a tokens file), checks its
+// Origin, and hands it to its tenant's handler, whose sessions only that
+// tenant's requests reach: another tenant's session id is unknown there.
+func (t *tenants) mcpHandler(origins []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(origins, o) {
+			http.Error(w, "forbidden: requests from origin "+strconv.Quote(o)+" are not allowed (--allowed-origins)", http.StatusForbidden)
+			return
+		}
+		name := ""
+		if toks := t.tokens.Load(); toks != nil {
+			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if ok {
+				name, ok = toks.tenant(strings.TrimSpace(token))
+			}
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="pybox"`)
+				http.Error(w, "unauthorized: a valid bearer token is required (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
+				return
+			}
+		}
+		if lr, ok := w.(*loggedResponse); ok {
+			lr.tenant = name
+		}
+		ts, err := t.get(name)
+		if err != nil {
+			t.log.Error("tenant not available", "tenant", name, "err", err)
+			http.Error(w, "the tenant's sandbox is not available: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxHTTPBody)
+		if r.Method == http.MethodGet { // a standing event stream: it must not hold the shutdown
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(t.stopping, cancel)()
+			r = r.WithContext(ctx)
+		}
+		ts.handler.ServeHTTP(w, r)
+	})
+}
+
+// quota refuses a tenant's tool calls past its calls per minute, with a
+// tool error that says when to try again.
+func (ts *tenantServer) quota(m *metrics) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if _, ok := req.(*mcp.CallToolRequest); !ok {
+				return next(ctx, method, req)
+			}
+			if wait, ok := ts.rate.take(time.Now()); !ok {
+				m.refused.WithLabelValues(ts.app.tenant, "calls_per_minute").Inc()
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+					"quota: this tenant may make %d tool calls per minute and has made them; nothing was run — try again in %.0f s",
+					ts.rate.perMinute, max(1, wait.Seconds()))}}}, nil
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// rateLimit is a token bucket of perMinute calls, refilled continuously.
+type rateLimit struct {
+	perMinute int
+	mu        sync.Mutex
+	tokens    float64
+	last      time.Time
+}
+
+func newRateLimit(perMinute int) *rateLimit {
+	return &rateLimit{perMinute: perMinute, tokens: float64(perMinute)}
+}
+
+// take spends one call, or says how long until one is available.
+func (r *rateLimit) take(now time.Time) (time.Duration, bool) {
+	if r.perMinute <= 0 {
+		return 0, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rate := float64(r.perMinute) / 60 // per second
+	if !r.last.IsZero() {
+		r.tokens = min(float64(r.perMinute), r.tokens+now.Sub(r.last).Seconds()*rate)
+	}
+	r.last = now
+	if r.tokens >= 1 {
+		r.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - r.tokens) / rate * float64(time.Second)), false
+}
+
+// healthz answers 200 when Docker answers and the runtime image is there,
+// else 503, with a JSON body saying which.
+func (a *app) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	out := map[string]string{"docker": "ok", "image": a.image}
+	code := http.StatusOK
+	if _, err := a.engine.Ping(ctx); err != nil {
+		out["docker"], code = err.Error(), http.StatusServiceUnavailable
+	} else if _, found, err := a.engine.InspectImage(ctx, a.image); err != nil || !found {
+		out["image_status"], code = "missing (it is built on first use, or run `pybox image build`)", http.StatusServiceUnavailable
+	} else {
+		out["image_status"] = "present"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(out)
+}
+
+// loggedResponse notes a response's status for the access log; it keeps
+// the streaming (Flush) that server-sent events need.
+type loggedResponse struct {
+	http.ResponseWriter
+	status int
+	tenant string
+}
+
+func (l *loggedResponse) WriteHeader(code int) {
+	if l.status == 0 {
+		l.status = code
+	}
+	l.ResponseWriter.WriteHeader(code)
+}
+
+func (l *loggedResponse) Write(b []byte) (int, error) {
+	if l.status == 0 {
+		l.status = http.StatusOK
+	}
+	return l.ResponseWriter.Write(b)
+}
+
+func (l *loggedResponse) Flush() {
+	if f, ok := l.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (l *loggedResponse) Unwrap() http.ResponseWriter { return l.ResponseWriter }
+
+// accessLog logs every request on stderr (structured: method, path,
+// status, tenant, duration, remote address) and counts it. Refused
+// requests (4xx, 5xx), which anyone can send, go through the bounded
+// logger; the others are a tenant's, bounded by its quotas.
+func accessLog(h http.Handler, access, bounded *slog.Logger, m *metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		lr := &loggedResponse{ResponseWriter: w}
+		h.ServeHTTP(lr, r)
+		if lr.status == 0 {
+			lr.status = http.StatusOK
+		}
+		m.requests.WithLabelValues(strconv.Itoa(lr.status)).Inc()
+		log := access
+		if lr.status >= 400 {
+			log = bounded
+		}
+		log.Info("http", "method", r.Method, "path", r.URL.Path, "status", lr.status, "tenant", lr.tenant,
+			"ms", sinceMS(start), "remote", r.RemoteAddr, "mcp_session", r.Header.Get("Mcp-Session-Id") != "")
+	})
+}

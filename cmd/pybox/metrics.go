@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/sandbox"
+	"github.com/pybox-dev/pybox/tools"
+)
+
+// metrics are what `pybox serve --http` exports on /metrics, per tenant
+// where it matters. The Prometheus client library keeps them: it is the
+// format's reference implementation, and its registry, histograms and
+// exposition are exactly what we would otherwise write.
+type metrics struct {
+	reg      *prometheus.Registry
+	runs     *prometheus.CounterVec   // tenant, outcome
+	latency  *prometheus.HistogramVec // tenant, path (warm, cold, session)
+	misses   *prometheus.CounterVec   // tenant: stateless runs that found no warm container
+	installs *prometheus.CounterVec   // tenant, result (new, cached, failed)
+	refused  *prometheus.CounterVec   // tenant, reason: calls refused by a tenant quota
+	requests *prometheus.CounterVec   // code: HTTP requests by status
+}
+
+func newMetrics(pools func() map[string]int) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_runs_total",
+			Help: "Programs run, by tenant and outcome (ok, exit, timeout, oom, resource_limit, quota, failed: pybox or Docker failed)."}, []string{"tenant", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pybox_run_duration_seconds",
+			Help:    "Wall-clock time of a program's run, by tenant and path (warm: a warm-pool container; cold: a new one; session).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"tenant", "path"}),
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_pool_misses_total",
+			Help: "Stateless runs that found no ready warm-pool container and started one."}, []string{"tenant"}),
+		installs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_installs_total",
+			Help: "install_dependencies calls by result: new (a layer built), cached (an existing layer), failed."}, []string{"tenant", "result"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_refused_calls_total",
+			Help: "Tool calls refused by a tenant quota, by reason."}, []string{"tenant", "reason"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_http_requests_total",
+			Help: "HTTP requests by status code."}, []string{"code"}),
+	}
+	m.reg.MustRegister(m.runs, m.latency, m.misses, m.installs, m.refused, m.requests, poolCollector{pools})
+	return m
+}
+
+// poolCollector reports each tenant's ready warm containers when scraped.
+type poolCollector struct{ pools func() map[string]int }
+
+var poolDesc = prometheus.NewDesc("pybox_pool_ready", "Ready warm-pool containers, by tenant.", []string{"tenant"}, nil)
+
+func (p poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- poolDesc }
+
+func (p poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for tenant, n := range p.pools() {
+		ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(n), tenant)
+	}
+}
+
+// observeRun records a run of a's tenant (tools.Config.Observe).
+func (a *app) observeRun(path string, res sandbox.Result, err error) {
+	m := a.metrics
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "failed"
+	case res.TimedOut:
+		outcome = "timeout"
+	case res.OOMKilled:
+		outcome = "oom"
+	case res.ResourceKilled:
+		outcome = "resource_limit"
+	case res.QuotaExceeded:
+		outcome = "quota"
+	case res.ExitCode != 0:
+		outcome = "exit"
+	}
+	m.runs.WithLabelValues(a.tenant, outcome).Inc()
+	if err == nil {
+		m.latency.WithLabelValues(a.tenant, path).Observe(res.Duration.Seconds())
+	}
+	if path == "cold" {
+		m.misses.WithLabelValues(a.tenant).Inc()
+	}
+}
+
+// observedEnvs is a's environment manager, its installs counted.
+func (a *app) observedEnvs() tools.Environments {
+	if a.metrics == nil {
+		return a.envs
+	}
+	return countedEnvs{a.envs, a}
+}
+
+type countedEnvs struct {
+	*images.Manager
+	a *app
+}
+
+func (e countedEnvs) Install(ctx context.Context, specs []string) (images.InstallResult, error) {
+	res, err := e.Manager.Install(ctx, specs)
+	result := "new"
+	switch {
+	case err != nil:
+		result = "failed"
+	case res.Cached:
+		result = "cached"
+	}
+	e.a.metrics.installs.WithLabelValues(e.a.tenant, result).Inc()
+	return res, err
+}
+
+// sinceMS is a duration in milliseconds, for access logs.
+func sinceMS(t time.Time) int64 { return time.Since(t).Milliseconds() }
