@@ -147,6 +147,7 @@ func (b *bench) run(ctx context.Context, serveArgs []string) (benchReport, error
 	rep.Rows = append(rep.Rows, b.burstRow(ctx, cs), b.concurrentRow(ctx, cs))
 	rep.ServerRSSMiB = rssMiB(b.serverPID)
 	stop()
+	rep.Rows = append(rep.Rows, b.httpRows(ctx, serveArgs)...)
 	for _, rt := range b.runtimes {
 		rep.Rows = append(rep.Rows, b.runtimeRows(ctx, serveArgs, rt)...)
 	}

@@ -25,7 +25,7 @@ func TestBenchReport(t *testing.T) {
 		t.Fatalf("report %q: %v", out, err)
 	}
 	for _, want := range []string{"execute_code print(1)", "docker run --rm", "install_dependencies, first install",
-		"install_dependencies, cache hit", "execute_code in a live session"} {
+		"install_dependencies, cache hit", "execute_code in a live session", "execute_code print(1) over HTTP", "execute_code in a live session over HTTP", "20 HTTP clients"} {
 		r := rep.row(want)
 		if r == nil || (r.Skipped == "" && (r.N < 2 || r.P50MS <= 0 || r.P95MS < r.P50MS)) {
 			t.Errorf("row %q: %+v", want, r)
