@@ -61,6 +61,11 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 		return err
 	}
 	defer base.Close()
+	// In a container, the folders pybox mounts into sandboxes must be the
+	// Docker host's (every tenant's are under these two).
+	if err := base.checkSameHost(ctx, c.StorageDir, c.StateDir); err != nil {
+		return err
+	}
 	stopping, stopStreams := context.WithCancel(context.Background())
 	defer stopStreams()
 	t := &tenants{ctx: ctx, stopping: stopping, base: base, byName: map[string]*tenantServer{}, log: base.log}

@@ -93,22 +93,12 @@ func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr 
 	if err := a.start(ctx, false); err != nil {
 		return sandbox.Result{}, err
 	}
-	ws, err := os.MkdirTemp("", "pybox-run-")
-	if err != nil {
-		return sandbox.Result{}, fmt.Errorf("workspace: %w", err)
-	}
-	defer os.RemoveAll(ws)
-	store, err := openStorage(ws, a.user)
-	if err != nil {
-		return sandbox.Result{}, err
-	}
-	defer store.Close()
-	name := storage.NewCodeName("main")
-	if err := store.Create(name, code); err != nil {
-		return sandbox.Result{}, err
-	}
+	// The program comes with its request, and /workspace is the
+	// container's own tmpfs: a private workspace, gone with the container,
+	// and no host path (so pybox in a container needs no shared folder).
+	source := string(code)
 	env := a.envs.Active()
-	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: store.Path(), File: name, Stdin: input})
+	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), File: storage.NewCodeName("main"), Source: &source, Stdin: input})
 }
 
 // report prints the result and returns the exit status for it.

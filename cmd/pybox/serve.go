@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -75,6 +76,9 @@ func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
 		a.log.Warn("could not look for leftover containers", "err", err)
 	} else if n > 0 {
 		a.log.Info("removed containers left by a previous pybox", "count", n)
+	}
+	if err := a.checkSameHost(ctx, store.Path(), sessions.Path(), filepath.Join(c.StateDir, "runs")); err != nil {
+		return fail(err)
 	}
 	// The environment is made ready (image built, packages preinstalled) in
 	// the background; when the server stops that work is cancelled.
