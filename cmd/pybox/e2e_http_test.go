@@ -302,8 +302,12 @@ func TestHTTPTenantsIsolated(t *testing.T) {
 // programs at once, a tenant gets a clear error; another tenant does not
 // feel it.
 func TestHTTPQuotas(t *testing.T) {
-	h := startHTTP(t, false, "PYBOX_TENANT_CALLS_PER_MINUTE=4", "PYBOX_MAX_SESSIONS=1", "PYBOX_MAX_CONCURRENT=1", "PYBOX_QUEUE_WAIT=1s")
+	h := startHTTP(t, false, "PYBOX_TENANT_CALLS_PER_MINUTE=5", "PYBOX_MAX_SESSIONS=1", "PYBOX_MAX_CONCURRENT=1", "PYBOX_QUEUE_WAIT=1s", "PYBOX_WORKSPACE_QUOTA=2m")
 	a, b := h.connect(tokenA), h.connect(tokenB)
+	// Storage: 2 MiB per workspace.
+	if res, out := callOK(t, a, "write_file", map[string]any{"path": "big.txt", "content": strings.Repeat("x", 3<<20)}); !res.IsError || !strings.Contains(out, "quota") {
+		t.Errorf("3 MiB into a tenant's 2 MiB workspace: %.300s", out)
+	}
 	// Sessions: one.
 	if res, out := callOK(t, a, "execute_code", map[string]any{"code": "v = 1", "session_id": "one"}); res.IsError {
 		t.Fatalf("first session: %s", out)
@@ -320,10 +324,10 @@ func TestHTTPQuotas(t *testing.T) {
 	if !res.IsError || !strings.Contains(out, "busy") {
 		t.Errorf("a program past the tenant's programs at once: %s", out)
 	}
-	// Calls per minute: 4, and a has made 4.
+	// Calls per minute: 5, and a has made 5.
 	res, out = callOK(t, a, "execute_code", map[string]any{"code": "print(1)"})
-	if !res.IsError || !strings.Contains(out, "4 tool calls per minute") {
-		t.Errorf("a call past 4 per minute: %s", out)
+	if !res.IsError || !strings.Contains(out, "5 tool calls per minute") {
+		t.Errorf("a call past 5 per minute: %s", out)
 	}
 	// b is not affected.
 	if res, out := callOK(t, b, "execute_code", map[string]any{"code": "print('b ok')"}); res.IsError || !strings.Contains(out, "b ok") {
