@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -87,39 +86,15 @@ func (b *bench) httpRows(ctx context.Context, serveArgs []string) []benchRow {
 func (b *bench) httpClientsRow(ctx context.Context, connect func() (*mcp.ClientSession, error)) benchRow {
 	const clients, span = 20, 20 * time.Second
 	name := "20 HTTP clients, execute_code print(1) for 20 s"
-	fmt.Fprintf(b.stderr, "bench: %s ...\n", name)
-	var mu sync.Mutex
-	var ds []time.Duration
-	failures := 0
-	var wg sync.WaitGroup
-	start := time.Now()
-	end := start.Add(span)
+	var sessions []*mcp.ClientSession
 	for range clients {
 		cs, err := connect()
 		if err != nil {
 			return benchRow{Name: name, Skipped: err.Error()}
 		}
 		defer cs.Close()
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				t := time.Now()
-				err := callExpect(ctx, cs, "execute_code", map[string]any{"code": "print(1)"}, "1\n")
-				mu.Lock()
-				if err != nil {
-					failures++
-				} else {
-					ds = append(ds, time.Since(t))
-				}
-				mu.Unlock()
-			}
-		})
+		sessions = append(sessions, cs)
 	}
-	wg.Wait()
-	wall := time.Since(start)
-	if len(ds) == 0 {
-		return benchRow{Name: name, Skipped: "every call failed"}
-	}
-	row := summarise(name, ds)
-	row.Note = fmt.Sprintf("%.1f runs/s, %d failures", float64(len(ds))/wall.Seconds(), failures)
-	return row
+	end := time.Now().Add(span)
+	return b.loadRow(ctx, name, sessions, func() bool { return time.Now().Before(end) })
 }

@@ -253,25 +253,7 @@ func TestEvalInterrupted(t *testing.T) {
 	}
 	os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	out := filepath.Join(dir, "results.jsonl")
-	cmd := exec.Command(pyboxBin, "eval", "-o", out, in)
-	cmd.Env = evalEnv(t)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if b, _ := os.ReadFile(out); bytes.Count(b, []byte("\n")) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no results after 2 minutes:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, stderr := startEvalUntil(t, evalEnv(t), out, in, 3)
 	running := testenv.Managed(t, eng, map[string]string{"pybox.pid": strconv.Itoa(cmd.Process.Pid)})
 	cmd.Process.Signal(syscall.SIGINT)
 	stopped := time.Now()
@@ -481,25 +463,7 @@ func TestEvalDaemonLost(t *testing.T) {
 	os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	out := filepath.Join(dir, "results.jsonl")
 	state := t.TempDir()
-	cmd := exec.Command(pyboxBin, "eval", "-o", out, in)
-	cmd.Env = append(evalEnv(t), "DOCKER_HOST="+px.Host, "PYBOX_STATE_DIR="+state)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if b, _ := os.ReadFile(out); bytes.Count(b, []byte("\n")) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no results after 2 minutes:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, stderr := startEvalUntil(t, append(evalEnv(t), "DOCKER_HOST="+px.Host, "PYBOX_STATE_DIR="+state), out, in, 3)
 	px.Stop()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -539,5 +503,30 @@ func TestEvalDaemonLost(t *testing.T) {
 	t.Logf("%d containers of the stopped batch were left while the daemon was away; the resume said: %s", len(left), lastLine(strings.SplitN(errText.String(), "\n", 2)[0]))
 	if now := testenv.Managed(t, eng, map[string]string{"pybox.pid": strconv.Itoa(cmd.Process.Pid)}); len(now) > 0 {
 		t.Errorf("the stopped batch's containers are still there after the next pybox eval on its state directory: %v", now)
+	}
+}
+
+// startEvalUntil starts `pybox eval -o out in` with env and returns once
+// out holds n results (failing the test after 2 minutes without them).
+func startEvalUntil(t *testing.T, env []string, out, in string, n int) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(pyboxBin, "eval", "-o", out, in)
+	cmd.Env = env
+	stderr := &bytes.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if b, _ := os.ReadFile(out); bytes.Count(b, []byte("\n")) >= n {
+			return cmd, stderr
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no %d results after 2 minutes:\n%s", n, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
