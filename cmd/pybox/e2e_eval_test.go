@@ -168,7 +168,9 @@ func TestEvalDeterministic(t *testing.T) {
 				if c := evalCases()[i]; !c.want(r) {
 					t.Errorf("-j %s, %s: unexpected verdict: %+v", j, c.name, r)
 				}
-				verdicts[j] = append(verdicts[j], fmt.Sprintf("%s passed=%v error=%s", r.ID, r.Passed, r.Error))
+				// The pass/fail verdict; the class of a failure may differ
+				// (a fork bomb meets the process or the memory limit first).
+				verdicts[j] = append(verdicts[j], fmt.Sprintf("%s passed=%v", r.ID, r.Passed))
 			}
 		}
 		if a, b := strings.Join(verdicts["1"], "\n"), strings.Join(verdicts["4"], "\n"); a != b {

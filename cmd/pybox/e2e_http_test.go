@@ -273,7 +273,7 @@ func TestHTTPTenantsIsolated(t *testing.T) {
 	expectNot("execute_code", map[string]any{"code": "print(globals().get('x'))", "session_id": "shared-name"}, "a in session")
 	expectNot("get_environment_config", map[string]any{}, "pyboxdemo")
 	expectNot("check_installed_packages", map[string]any{"packages": []string{"pyboxdemo"}}, "installed (version", `"installed":true`)
-	expectNot("execute_code", map[string]any{"code": "import pyboxdemo"}, "42")
+	expectNot("execute_code", map[string]any{"code": "import pyboxdemo; print('ANSWER', pyboxdemo.answer())"}, "ANSWER 42")
 	expectNot("close_session", map[string]any{"session_id": "shared-name"})
 	expectNot("configure_environment", map[string]any{"type": "venv-uv"})
 	// a's things are all still a's, unchanged by b.
