@@ -28,7 +28,10 @@ type Policy struct {
 	// variable chose one: Prefer is used when the daemon has it (else
 	// the default, with a warning); Require refuses to start without it.
 	Runtime Runtime
-	deny    []rule
+	// Guard is the static guardrails checked inside the sandbox before a
+	// program runs (nil: none).
+	Guard *Guard
+	deny  []rule
 }
 
 // Runtime is a policy's runtime choice.
@@ -48,6 +51,7 @@ type file struct {
 	Description string            `json:"description"`
 	Settings    map[string]string `json:"settings"`
 	Runtime     Runtime           `json:"runtime"`
+	Guard       *Guard            `json:"guard"`
 	Deny        []struct {
 		Pattern string `json:"pattern"`
 		Reason  string `json:"reason"`
@@ -92,8 +96,11 @@ func (f file) validate(src string, known []string) (*Policy, error) {
 	if f.Name == "" {
 		return nil, fmt.Errorf("policy %s: a name is required", src)
 	}
-	p := &Policy{Name: f.Name, Description: f.Description, Settings: map[string]string{}, Runtime: f.Runtime}
+	p := &Policy{Name: f.Name, Description: f.Description, Settings: map[string]string{}, Runtime: f.Runtime, Guard: f.Guard}
 	var errs []error
+	if err := f.Guard.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if f.Runtime.Prefer != "" && f.Runtime.Require != "" {
 		errs = append(errs, errors.New("runtime: give prefer or require, not both"))
 	}

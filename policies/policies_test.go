@@ -88,3 +88,28 @@ func TestLoadErrors(t *testing.T) {
 		t.Errorf("custom policy: %v %+v", err, p)
 	}
 }
+
+// TestGuardValidation: a policy's guardrails are checked at load, each
+// mistake naming its field.
+func TestGuardValidation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.json")
+	os.WriteFile(path, []byte(`{"name": "bad", "guard": {"max_lines": -1, "imports_allow": ["json", "not a module"], "names_deny": ["ok", "1x"], "unknown_rule": true}}`), 0o644)
+	if _, err := Load(path, nil); err == nil || !strings.Contains(err.Error(), "unknown_rule") {
+		t.Errorf("an unknown guard field: %v", err)
+	}
+	os.WriteFile(path, []byte(`{"name": "bad", "guard": {"max_lines": -1, "imports_allow": ["json", "not a module"], "names_deny": ["ok", "1x"]}}`), 0o644)
+	_, err := Load(path, nil)
+	for _, want := range []string{"guard.max_lines", `guard.imports_allow[1]: "not a module"`, `guard.names_deny[1]: "1x"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+	p, err := Load("strict", known)
+	if err != nil || p.Guard == nil || p.Guard.MaxChars != 8000 || p.Guard.MaxLines != 400 || p.GuardRules() == nil {
+		t.Errorf("strict's guardrails: %v %+v", err, p)
+	}
+	if d, err := Load("default", known); err != nil || d.GuardRules() != nil {
+		t.Errorf("default has guardrails: %+v", d.Guard)
+	}
+}

@@ -97,8 +97,9 @@ var errTimedOut = errors.New("the program timed out")
 
 // turnEnd is how an exchange with the runner ended.
 type turnEnd struct {
-	code int   // the done frame's exit status
-	err  error // the container ended, or broke the protocol
+	code      int        // the done frame's exit status
+	violation *Violation // the guardrails refused the program: it did not run
+	err       error      // the container ended, or broke the protocol
 }
 
 // turn sends req and collects its output until its done frame, the
@@ -117,7 +118,7 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 	select {
 	case end := <-done:
 		collected = true
-		res.ExitCode, lost = end.code, end.err
+		res.ExitCode, res.Violation, lost = end.code, end.violation, end.err
 		if lost != nil { // the container ended or broke the protocol: the program's result, not ours
 			if c.died(log, &res, lost, stderr) {
 				lost = ErrDaemonLost
@@ -157,24 +158,24 @@ func (c *conn) exchange(req request, stdout, stderr io.Writer) turnEnd {
 		_, err := c.k.Write(req.encode())
 		sent <- err
 	})
-	code, err := c.collect(req.Nonce, stdout, stderr)
+	code, violation, err := c.collect(req.Nonce, stdout, stderr)
 	if err != nil {
 		return turnEnd{err: err} // the container goes; destroy waits for the writer
 	}
-	if werr := <-sent; werr != nil { // cannot happen after a done frame, which needs the whole request
+	if werr := <-sent; werr != nil { // cannot happen after a done or policy frame, which needs the whole request
 		return turnEnd{err: fmt.Errorf("send to the runner: %w", werr)}
 	}
-	return turnEnd{code: code}
+	return turnEnd{code: code, violation: violation}
 }
 
 // collect relays out and err frames until the done frame of nonce. Output
 // frames of earlier requests are relayed too: in a session, threads that
 // outlive their program print between calls.
-func (c *conn) collect(nonce string, stdout, stderr io.Writer) (int, error) {
+func (c *conn) collect(nonce string, stdout, stderr io.Writer) (int, *Violation, error) {
 	for {
 		f, err := readFrame(c.frames)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		switch {
 		case f.kind == "out":
@@ -182,11 +183,15 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer) (int, error) {
 		case f.kind == "err":
 			stderr.Write(f.payload) // idem
 		case f.kind == "done" && f.nonce == nonce:
-			return doneStatus(f.payload)
+			code, err := doneStatus(f.payload)
+			return code, nil, err
+		case f.kind == "policy" && f.nonce == nonce:
+			v, err := policyViolation(f.payload)
+			return 0, v, err
 		case f.kind == "abort":
-			return 0, fmt.Errorf("%w: %.200s", errAborted, f.payload)
+			return 0, nil, fmt.Errorf("%w: %.200s", errAborted, f.payload)
 		default:
-			return 0, fmt.Errorf("%w: unexpected %s frame", errFraming, f.kind)
+			return 0, nil, fmt.Errorf("%w: unexpected %s frame", errFraming, f.kind)
 		}
 	}
 }

@@ -23,14 +23,15 @@ var errAborted = errors.New("the session was discarded")
 // kernel). Nonce is the per-request secret the runner's supervisor tags
 // its frames with; the program never sees it.
 type request struct {
-	Nonce    string   `json:"nonce"`
-	File     string   `json:"file,omitempty"`
-	Code     *string  `json:"code,omitempty"` // kernel: the program; once: written to File first
-	Filename string   `json:"filename,omitempty"`
-	Stdin    *string  `json:"stdin"`          // nil: /dev/null (once) or empty (kernel)
-	Args     []string `json:"args,omitempty"` // sys.argv[1:]
-	Test     *string  `json:"test,omitempty"` // once: tests run in the file's globals after it (pybox eval)
-	Outputs  string   `json:"outputs,omitempty"`
+	Nonce    string        `json:"nonce"`
+	File     string        `json:"file,omitempty"`
+	Code     *string       `json:"code,omitempty"` // kernel: the program; once: written to File first
+	Filename string        `json:"filename,omitempty"`
+	Stdin    *string       `json:"stdin"`          // nil: /dev/null (once) or empty (kernel)
+	Args     []string      `json:"args,omitempty"` // sys.argv[1:]
+	Test     *string       `json:"test,omitempty"` // once: tests run in the file's globals after it (pybox eval)
+	Guard    *guardRequest `json:"guard,omitempty"`
+	Outputs  string        `json:"outputs,omitempty"`
 }
 
 // encode frames a request: its length in decimal, a newline, the JSON.
@@ -78,6 +79,43 @@ func readFrame(r *bufio.Reader) (frame, error) {
 		return frame{}, err
 	}
 	return f, nil
+}
+
+// guardRequest asks the runner's supervisor to check code against a
+// policy's static guardrails before the worker gets the request.
+type guardRequest struct {
+	Rules any    `json:"rules"`
+	Code  string `json:"code"`
+}
+
+// Guard is a policy's static guardrails for one program: Rules is their
+// JSON form (policies.Guard), Code the program's text.
+type Guard struct {
+	Rules any
+	Code  string
+}
+
+func (g *Guard) request() *guardRequest {
+	if g == nil || g.Rules == nil {
+		return nil
+	}
+	return &guardRequest{Rules: g.Rules, Code: g.Code}
+}
+
+// Violation is a program the guardrails refused: nothing of it ran.
+type Violation struct {
+	Rule   string `json:"rule"`
+	Detail string `json:"detail"`
+	Line   int    `json:"line"`
+}
+
+// policyViolation decodes a policy frame.
+func policyViolation(payload []byte) (*Violation, error) {
+	var v Violation
+	if err := json.Unmarshal(payload, &v); err != nil || v.Rule == "" {
+		return nil, fmt.Errorf("%w: bad policy frame %.80q", errFraming, payload)
+	}
+	return &v, nil
 }
 
 // doneStatus decodes a done frame's exit status.

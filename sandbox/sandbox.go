@@ -156,6 +156,9 @@ type Program struct {
 	// the container's /workspace is a private tmpfs of the workspace quota's
 	// size (pybox eval: nothing on the host, warm containers fit any run).
 	Source *string
+	// Guard, when set, is checked by the runner's supervisor before the
+	// program runs; a violation is Result.Violation, and nothing runs.
+	Guard *Guard
 	// Test, when set, is code run after File in its globals (pybox eval):
 	// a SystemExit from File before it is a failure, and a failing test
 	// ends the program at once with its status (see images/runner).
@@ -190,7 +193,8 @@ type Result struct {
 	// runner's verdict: its runtime killed the whole sandbox, which gVisor
 	// does when a program passes the process limit.
 	ResourceKilled bool
-	Warm           bool // a stateless run that took a ready container from the warm pool
+	Warm           bool       // a stateless run that took a ready container from the warm pool
+	Violation      *Violation // the policy's guardrails refused the program: nothing of it ran
 	Duration       time.Duration
 	Timeout        time.Duration // the limit that applied
 	// Outputs is a stateless run's own output folder (nil without
@@ -250,7 +254,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request()}
 	if w.outputs != nil {
 		req.Outputs = w.outputs.Path()
 	}

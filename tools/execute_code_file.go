@@ -46,7 +46,7 @@ func (h *handlers) runFile(ctx context.Context, req *mcp.CallToolRequest, in Exe
 		session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS, args: args}
 	// A session's container sees only its own folder, so it gets the code
 	// itself; the policy's guardrails need to see it too.
-	if in.SessionID != "" || h.cfg.Guard != nil {
+	if in.SessionID != "" || h.cfg.Guard != nil || h.cfg.GuardRules != nil {
 		code, cut, err := h.cfg.Storage.Read(rel, int64(h.cfg.MaxFileBytes))
 		if err != nil {
 			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, err)

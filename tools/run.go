@@ -42,6 +42,24 @@ type ExecutionOutput struct {
 	// ($PYBOX_OUTPUTS, outputs/<run>/), saved figures included.
 	Artifacts []Artifact `json:"artifacts,omitempty" jsonschema:"files the program saved in its own output folder, outputs/<run>/ ($PYBOX_OUTPUTS), figures included"`
 	Figures   int        `json:"figures,omitempty" jsonschema:"matplotlib figures returned as PNG images"`
+	// A program the policy's guardrails refused (nothing ran): error_code
+	// POLICY_VIOLATION, with the rule, what broke it and the line.
+	ErrorCode string `json:"error_code,omitempty" jsonschema:"POLICY_VIOLATION when the policy's guardrails refused the program (nothing ran)"`
+	Rule      string `json:"rule,omitempty" jsonschema:"the guardrail the program broke (import_not_allowed, import_denied, name_denied, attribute_denied, max_chars, max_lines, too_complex)"`
+	Detail    string `json:"detail,omitempty" jsonschema:"the module, name or attribute (or the size) that broke it"`
+	Line      int    `json:"line,omitempty" jsonschema:"the line it is on (0: the program as a whole)"`
+}
+
+// policyViolation is the tool error for a program the guardrails refused.
+func policyViolation(v *sandbox.Violation) (*mcp.CallToolResult, ExecutionOutput, error) {
+	where := "the program as a whole"
+	if v.Line > 0 {
+		where = fmt.Sprintf("line %d", v.Line)
+	}
+	msg := fmt.Sprintf("POLICY_VIOLATION: rule %s: %s (%s). Nothing ran: the policy's guardrails refuse this program; change the code (or the policy).",
+		v.Rule, v.Detail, where)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}},
+		ExecutionOutput{ErrorCode: "POLICY_VIOLATION", Rule: v.Rule, Detail: v.Detail, Line: v.Line, ExitCode: -1}, nil
 }
 
 // runRequest is one program to run.
@@ -92,6 +110,9 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	if err != nil {
 		return nil, ExecutionOutput{}, h.infraError(ctx, err)
 	}
+	if v := res.Violation; v != nil {
+		return policyViolation(v)
+	}
 	out := ExecutionOutput{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Truncated: res.Truncated, QuotaExceeded: res.QuotaExceeded, ResourceKilled: res.ResourceKilled, DurationMS: res.Duration.Milliseconds(),
@@ -110,12 +131,16 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	if r.input != "" {
 		stdin = &r.input
 	}
+	var guard *sandbox.Guard
+	if h.cfg.GuardRules != nil {
+		guard = &sandbox.Guard{Rules: h.cfg.GuardRules, Code: r.code}
+	}
 	env := h.cfg.Envs.Active()
 	prog := startProgress(ctx, r.req)
 	defer prog.stop()
 	if r.session == "" {
 		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
-			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save})
+			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard})
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
 	ws, err := h.sessionWorkspace(r)
@@ -128,7 +153,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
 		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout,
-		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save})
+		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard})
 	return res, outs, err
 }
 

@@ -43,6 +43,10 @@ type Config struct {
 	// Guard, when set, checks code before it runs (the policy's static
 	// guardrails); its error is shown to the model as is.
 	Guard func(code string) error
+	// GuardRules, when set, are the policy's static guardrails
+	// (policies.Guard), checked on a real parse inside the sandbox before
+	// each program runs; a violation is a POLICY_VIOLATION tool error.
+	GuardRules any
 	// Observe, when set, sees how every run ended (for metrics): path is
 	// warm, cold or session; err is an infrastructure failure.
 	Observe func(path string, res sandbox.Result, err error)

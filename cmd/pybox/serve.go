@@ -95,7 +95,7 @@ func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
 	}
 	srv, err := tools.NewServer(tools.Config{
 		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
-		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, Version: version, Log: a.log, Observe: a.observeRun,
+		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, GuardRules: c.policy.GuardRules(), Version: version, Log: a.log, Observe: a.observeRun,
 	})
 	if err != nil {
 		return fail(err)

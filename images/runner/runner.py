@@ -22,7 +22,9 @@ or from site-packages until a program's request has arrived.
         kernel: {"nonce", "code", "filename", "stdin", "outputs"}
     frame    (supervisor -> pybox, stdout): b"PYBOX <nonce> <kind> <len>\\n" + payload
         ready (nonce "-", before any request), out, err, done ({"code": status}),
-        abort (why the worker was ended: it broke its control pipe)
+        abort (why the worker was ended: it broke its control pipe),
+        policy ({"rule", "detail", "line"}: the request's "guard" rules refused its
+        code, checked here before the worker sees it; once: the runner then exits)
 
 The nonce (a per-request secret) never reaches the worker. In kernel mode
 the worker reports the end of each program on a control pipe ("done SEQ N"),
@@ -142,6 +144,17 @@ class Supervisor:
             if not self.pending:
                 self.poller.register(self.req_w, select.POLLOUT)
             self.nonce = str(req.pop("nonce", "-"))
+            guard = req.pop("guard", None)
+            if guard is not None:
+                code = guard.get("code")
+                if code is None:
+                    code = req.get("code") or ""
+                why = guard_violation(code, guard.get("rules") or {})
+                if why is not None:  # the program never reaches the worker
+                    frame(self.nonce, "policy", json.dumps(why).encode())
+                    if self.once:
+                        os._exit(0)
+                    continue
             self.seq += 1
             req["seq"] = self.seq  # the worker's done names it: a late one is dropped
             self.served = True
@@ -226,6 +239,102 @@ class Supervisor:
         if self.once and self.served:
             frame(self.nonce, "done", json.dumps({"code": code}).encode())
         os._exit(code & 0xFF)  # as PID 1: every other process of the container ends too
+
+
+def guard_violation(code, rules):
+    """The first of the policy's static guardrails (see policies.Guard) that
+    code breaks, as {"rule", "detail", "line"}, or None. A real parse, done
+    here before the program reaches the worker: nothing of it has run."""
+    if rules.get("max_chars") and len(code) > rules["max_chars"]:
+        return {"rule": "max_chars", "detail": "%d characters; the limit is %d" % (len(code), rules["max_chars"]), "line": 0}
+    lines = len(code.splitlines())
+    if rules.get("max_lines") and lines > rules["max_lines"]:
+        return {"rule": "max_lines", "detail": "%d lines; the limit is %d" % (lines, rules["max_lines"]), "line": 0}
+    import ast
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None  # the program does not compile: Python says so, and nothing runs
+    except (RecursionError, MemoryError, ValueError):
+        return {"rule": "too_complex", "detail": "the program is nested too deeply to check", "line": 0}
+    allow, deny = set(rules.get("imports_allow") or ()), set(rules.get("imports_deny") or ())
+    names, attrs = set(rules.get("names_deny") or ()), set(rules.get("attributes_deny") or ())
+    found = []
+
+    def module(mod, node):
+        parts = mod.split(".")
+        prefixes = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        if any(p in deny for p in prefixes):
+            found.append(("import_denied", mod, node))
+        elif allow and not any(p in allow for p in prefixes):
+            found.append(("import_not_allowed", mod, node))
+
+    def name(n, node):
+        if n in names:
+            found.append(("name_denied", n, node))
+        elif n in attrs:
+            found.append(("attribute_denied", n, node))
+
+    def const(node):
+        """A string known without running anything: a literal, literals
+        joined with +, or an f-string of literals."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = const(node.left), const(node.right)
+            if left is not None and right is not None:
+                return left + right
+        if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+            return "".join(str(v.value) for v in node.values)
+        return None
+
+    def called(func):
+        if isinstance(func, ast.Name):
+            return func.id
+        if isinstance(func, ast.Attribute):
+            return func.attr
+        return None
+
+    try:
+        walk(tree, ast, module, name, const, called, names | attrs)
+    except (RecursionError, MemoryError):
+        return {"rule": "too_complex", "detail": "the program is nested too deeply to check", "line": 0}
+    if not found:
+        return None
+    rule, detail, node = min(found, key=lambda f: (getattr(f[2], "lineno", 0), getattr(f[2], "col_offset", 0)))
+    return {"rule": rule, "detail": detail, "line": getattr(node, "lineno", 0)}
+
+
+def walk(tree, ast, module, name, const, called, denied):
+    """Report every import, name and attribute of tree the rules look at
+    (denied: the denied names and attributes together)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                module(a.name, node)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                module(node.module, node)
+                for a in node.names:
+                    if a.name in denied:
+                        name(a.name, node)
+        elif isinstance(node, ast.Name):
+            if node.id in denied:
+                name(node.id, node)
+        elif isinstance(node, ast.Attribute):
+            name(node.attr, node)
+        elif isinstance(node, ast.Call) and node.args:
+            fn, first = called(node.func), const(node.args[0])
+            if fn in ("__import__", "import_module") and first is not None:
+                module(first, node)
+            elif fn in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1:
+                second = const(node.args[1])
+                if second is not None:
+                    name(second, node)
+        elif isinstance(node, ast.Subscript):
+            key = const(node.slice)
+            if key is not None:
+                name(key, node)
 
 
 def take_request(buf):
