@@ -12,7 +12,7 @@ import (
 func TestPodmanTmpfs(t *testing.T) {
 	for in, want := range map[string]string{
 		"rw,nosuid,nodev,size=1024,nr_inodes=100,uid=10001,gid=10001,mode=0700": "rw,nosuid,nodev,size=1024,mode=0700,U",
-		"rw,nosuid,nodev,size=1024,mode=1777":                                    "rw,nosuid,nodev,size=1024,mode=1777",
+		"rw,nosuid,nodev,size=1024,mode=1777":                                   "rw,nosuid,nodev,size=1024,mode=1777",
 	} {
 		if got := podmanTmpfs(in); got != want {
 			t.Errorf("podmanTmpfs(%q) = %q; want %q", in, got, want)
