@@ -23,15 +23,16 @@ var errAborted = errors.New("the session was discarded")
 // kernel). Nonce is the per-request secret the runner's supervisor tags
 // its frames with; the program never sees it.
 type request struct {
-	Nonce    string        `json:"nonce"`
-	File     string        `json:"file,omitempty"`
-	Code     *string       `json:"code,omitempty"` // kernel: the program; once: written to File first
-	Filename string        `json:"filename,omitempty"`
-	Stdin    *string       `json:"stdin"`          // nil: /dev/null (once) or empty (kernel)
-	Args     []string      `json:"args,omitempty"` // sys.argv[1:]
-	Test     *string       `json:"test,omitempty"` // once: tests run in the file's globals after it (pybox eval)
-	Guard    *guardRequest `json:"guard,omitempty"`
-	Outputs  string        `json:"outputs,omitempty"`
+	Nonce     string         `json:"nonce"`
+	File      string         `json:"file,omitempty"`
+	Code      *string        `json:"code,omitempty"` // kernel: the program; once: written to File first
+	Filename  string         `json:"filename,omitempty"`
+	Stdin     *string        `json:"stdin"`          // nil: /dev/null (once) or empty (kernel)
+	Args      []string       `json:"args,omitempty"` // sys.argv[1:]
+	Test      *string        `json:"test,omitempty"` // once: tests run in the file's globals after it (pybox eval)
+	Guard     *guardRequest  `json:"guard,omitempty"`
+	Variables map[string]any `json:"variables,omitempty"` // bound as globals before the program runs
+	Outputs   string         `json:"outputs,omitempty"`
 }
 
 // encode frames a request: its length in decimal, a newline, the JSON.

@@ -156,6 +156,9 @@ type Program struct {
 	// the container's /workspace is a private tmpfs of the workspace quota's
 	// size (pybox eval: nothing on the host, warm containers fit any run).
 	Source *string
+	// Variables are bound as the program's globals before it runs (JSON
+	// values as Python values).
+	Variables map[string]any
 	// Guard, when set, is checked by the runner's supervisor before the
 	// program runs; a violation is Result.Violation, and nothing runs.
 	Guard *Guard
@@ -254,7 +257,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request()}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables}
 	if w.outputs != nil {
 		req.Outputs = w.outputs.Path()
 	}

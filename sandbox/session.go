@@ -23,8 +23,9 @@ type SessionProgram struct {
 	Timeout   time.Duration // 0 = Limits.Timeout
 	Outputs   string        // folder under the workspace for figures; "" = none
 	OnOutput  func(stream string, chunk []byte)
-	Prepare   func() error // as Program.Prepare
-	Guard     *Guard       // as Program.Guard
+	Prepare   func() error   // as Program.Prepare
+	Guard     *Guard         // as Program.Guard
+	Variables map[string]any // as Program.Variables: set in the session's globals first
 
 	// FollowImage restarts a live session whose image is not Image (say,
 	// packages were installed since it started) before running; the
@@ -64,7 +65,7 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 
 // run sends one program to the kernel; see conn.turn.
 func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (Result, error, error) {
-	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args, Guard: p.Guard.request()}
+	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args, Guard: p.Guard.request(), Variables: p.Variables}
 	if p.Outputs != "" {
 		req.Outputs = WorkspaceMount + "/" + p.Outputs
 	}

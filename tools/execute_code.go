@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -30,6 +31,9 @@ type ExecuteCodeInput struct {
 	Input     string  `json:"input,omitempty" jsonschema:"text fed to the program's standard input; without it input() raises EOFError at once"`
 	TimeoutS  float64 `json:"timeout_s,omitempty" jsonschema:"wall-clock limit in seconds; default and maximum are set by the server"`
 	SessionID string  `json:"session_id,omitempty" jsonschema:"run in this stateful session (1-64 letters, digits, _ or -): variables persist between calls with the same id; without it every run is fresh"`
+	// Variables are bound as globals before the program runs (the MCP Code
+	// Mode server's argument): JSON values become Python values.
+	Variables map[string]any `json:"variables,omitempty" jsonschema:"a JSON object whose members are bound as global variables (JSON values as Python values) before the program runs"`
 }
 
 func (h *handlers) executeCode(ctx context.Context, req *mcp.CallToolRequest, in ExecuteCodeInput) (*mcp.CallToolResult, ExecutionOutput, error) {
@@ -44,11 +48,26 @@ func (h *handlers) runCode(ctx context.Context, req *mcp.CallToolRequest, in Exe
 	if err := h.checkRunArgs(in.TimeoutS, in.Input, in.SessionID); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
+	if err := checkVariables(in.Variables); err != nil {
+		return nil, ExecutionOutput{}, err
+	}
 	f, err := h.codeFile(in.Code, in.Filename, in.SessionID)
 	if err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS, args: args})
+	return h.run(ctx, runRequest{req: req, saved: f, code: in.Code, session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS, args: args, vars: in.Variables})
+}
+
+var pythonName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkVariables refuses variable names Python could not bind as names.
+func checkVariables(vars map[string]any) error {
+	for name := range vars {
+		if !pythonName.MatchString(name) || len(name) > 128 {
+			return fmt.Errorf("variables: %.130q is not a Python variable name (letters, digits and _, not starting with a digit)", name)
+		}
+	}
+	return nil
 }
 
 // codeFile plans where code is stored, as <filename>_<random>.py: in

@@ -71,7 +71,8 @@ type runRequest struct {
 	follow   bool                 // the session restarts when the environment changed
 	shared   bool                 // the session works in code storage itself (mcp-executor), not a private folder
 	input    string
-	args     []string // the program's sys.argv[1:]
+	args     []string       // the program's sys.argv[1:]
+	vars     map[string]any // bound as globals before the program runs
 	timeoutS float64
 }
 
@@ -140,7 +141,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	defer prog.stop()
 	if r.session == "" {
 		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
-			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard})
+			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard, Variables: r.vars})
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
 	ws, err := h.sessionWorkspace(r)
@@ -153,7 +154,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
 		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout,
-		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard})
+		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard, Variables: r.vars})
 	return res, outs, err
 }
 

@@ -289,3 +289,25 @@ func TestBadArguments(t *testing.T) {
 		t.Errorf("after bad calls: stdout %q", out.Stdout)
 	}
 }
+
+// TestExecuteVariables: execute_code's variables (the MCP Code Mode
+// server's argument) are bound as globals before the program runs, JSON
+// values as Python values, in fresh runs and in sessions; a name Python
+// cannot bind is refused.
+func TestExecuteVariables(t *testing.T) {
+	s := startServer(t)
+	vars := map[string]any{"n": 3, "items": []any{1, "two", nil}, "cfg": map[string]any{"on": true, "ratio": 0.5}}
+	code := "print(n + len(items), items[2] is None, cfg['on'], cfg['ratio'] * 2, __name__)"
+	if out, res := s.exec(map[string]any{"code": code, "variables": vars}); out.Stdout != "6 True True 1.0 __main__\n" {
+		t.Errorf("a fresh run: %s", text(res))
+	}
+	if out, res := s.exec(map[string]any{"code": code, "variables": vars, "session_id": "vars"}); out.Stdout != "6 True True 1.0 __main__\n" {
+		t.Errorf("a session: %s", text(res))
+	}
+	if out, res := s.exec(map[string]any{"code": "print(n)", "session_id": "vars"}); out.Stdout != "3\n" {
+		t.Errorf("a session keeps them: %s", text(res))
+	}
+	if r := s.call("execute_code", map[string]any{"code": "print(1)", "variables": map[string]any{"not-a-name": 1}}); !r.IsError || !strings.Contains(text(r), "not a Python variable name") {
+		t.Errorf("a bad variable name: %s", text(r))
+	}
+}

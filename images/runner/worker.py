@@ -214,7 +214,8 @@ def run_once(requests):
         return 2
     if req.get("test") is not None:
         return run_tested(path, req["test"], outputs)
-    return guarded(lambda: runpy.run_path(path, run_name="__main__"), path, outputs)
+    init = req.get("variables") or None  # bound as globals before the program runs
+    return guarded(lambda: runpy.run_path(path, init_globals=init, run_name="__main__"), path, outputs)
 
 
 def run_tested(path, test, outdir):
@@ -291,6 +292,7 @@ class Kernel:
         sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # with .buffer, like a real stdin
         os.environ["PYBOX_OUTPUTS"] = outputs
         sys.argv = [filename] + [str(a) for a in (req.get("args") or [])]
+        self.globals.update(req.get("variables") or {})  # bound before the program runs
         run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
         return guarded(run, filename, outputs)
 
