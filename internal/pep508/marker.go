@@ -1,4 +1,4 @@
-package images
+package pep508
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package images
+package pep508
 
 import (
 	"errors"
@@ -9,12 +9,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var allowURLs = RequirementPolicy{AllowURLs: true}
+var allowURLs = Policy{AllowURLs: true}
 
 func TestParseRequirementAccepts(t *testing.T) {
 	tests := []struct {
 		spec    string
-		policy  RequirementPolicy
+		policy  Policy
 		wantStr string
 		wantKey string
 	}{
@@ -50,9 +50,9 @@ func TestParseRequirementAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
-			got, err := ParseRequirement(tt.spec, tt.policy)
+			got, err := Parse(tt.spec, tt.policy)
 			if err != nil {
-				t.Fatalf("ParseRequirement(%q) error: %v", tt.spec, err)
+				t.Fatalf("Parse(%q) error: %v", tt.spec, err)
 			}
 			if got.String() != tt.wantStr {
 				t.Errorf("String() = %q, want %q", got.String(), tt.wantStr)
@@ -65,7 +65,7 @@ func TestParseRequirementAccepts(t *testing.T) {
 }
 
 func TestParseRequirementFields(t *testing.T) {
-	got, err := ParseRequirement(`Foo_Bar[Sec, docs]>=1.0, <2 ; python_version  >= "3.8"`, RequirementPolicy{})
+	got, err := Parse(`Foo_Bar[Sec, docs]>=1.0, <2 ; python_version  >= "3.8"`, Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +77,14 @@ func TestParseRequirementFields(t *testing.T) {
 		Marker:    `python_version >= "3.8"`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ParseRequirement mismatch (-want +got):\n%s", diff)
+		t.Errorf("Parse mismatch (-want +got):\n%s", diff)
 	}
 }
 
 func TestParseRequirementRejects(t *testing.T) {
 	tests := []struct {
 		spec    string
-		policy  RequirementPolicy
+		policy  Policy
 		wantErr string
 	}{
 		{spec: "", wantErr: "empty package spec"},
@@ -184,12 +184,12 @@ func TestParseRequirementRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
-			got, err := ParseRequirement(tt.spec, tt.policy)
+			got, err := Parse(tt.spec, tt.policy)
 			if err == nil {
-				t.Fatalf("ParseRequirement(%q) = %q, want error containing %q", tt.spec, got.String(), tt.wantErr)
+				t.Fatalf("Parse(%q) = %q, want error containing %q", tt.spec, got.String(), tt.wantErr)
 			}
-			if !errors.Is(err, ErrBadRequirement) {
-				t.Errorf("errors.Is(%v, ErrBadRequirement) = false, want true", err)
+			if !errors.Is(err, ErrBad) {
+				t.Errorf("errors.Is(%v, ErrBad) = false, want true", err)
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error = %q, want it to contain %q", err, tt.wantErr)
@@ -209,17 +209,17 @@ func TestParseRequirementErrorNamesSpec(t *testing.T) {
 		{spec: long, want: fmt.Sprintf("%q: ", long[:60]+"...")},
 	}
 	for _, tt := range tests {
-		_, err := ParseRequirement(tt.spec, RequirementPolicy{})
+		_, err := Parse(tt.spec, Policy{})
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-			t.Errorf("ParseRequirement(%q) error = %v, want prefix %q", tt.spec, err, tt.want)
+			t.Errorf("Parse(%q) error = %v, want prefix %q", tt.spec, err, tt.want)
 		}
 	}
 }
 
 func TestParseRequirements(t *testing.T) {
-	got, err := ParseRequirements([]string{
+	got, err := ParseAll([]string{
 		"requests>=2", "Numpy<2, >=1.24", "numpy >=1.24,<2", "Requests >= 2", "numpy==1.26.4", "attrs",
-	}, RequirementPolicy{})
+	}, Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,14 +229,14 @@ func TestParseRequirements(t *testing.T) {
 	}
 	want := []string{"attrs", "numpy==1.26.4", "numpy>=1.24,<2", "requests>=2"}
 	if diff := cmp.Diff(want, gotStr); diff != "" {
-		t.Errorf("ParseRequirements mismatch (-want +got):\n%s", diff)
+		t.Errorf("ParseAll mismatch (-want +got):\n%s", diff)
 	}
 }
 
 func TestParseRequirementsReportsEveryError(t *testing.T) {
-	_, err := ParseRequirements([]string{"ok", "-e .", "good>=1", "$(id)", "x.whl"}, RequirementPolicy{})
-	if !errors.Is(err, ErrBadRequirement) {
-		t.Fatalf("error = %v, want ErrBadRequirement", err)
+	_, err := ParseAll([]string{"ok", "-e .", "good>=1", "$(id)", "x.whl"}, Policy{})
+	if !errors.Is(err, ErrBad) {
+		t.Fatalf("error = %v, want ErrBad", err)
 	}
 	for _, want := range []string{`"-e .": pip options`, `"$(id)": shell metacharacters`, `"x.whl": URLs and local paths`} {
 		if !strings.Contains(err.Error(), want) {
@@ -266,15 +266,15 @@ func TestParseRequirementsListSize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseRequirements(tt.specs, RequirementPolicy{})
-			if !errors.Is(err, ErrBadRequirement) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("error = %v, want ErrBadRequirement containing %q", err, tt.wantErr)
+			_, err := ParseAll(tt.specs, Policy{})
+			if !errors.Is(err, ErrBad) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error = %v, want ErrBad containing %q", err, tt.wantErr)
 			}
 		})
 	}
-	got, err := ParseRequirements(many[:100], RequirementPolicy{})
+	got, err := ParseAll(many[:100], Policy{})
 	if err != nil || len(got) != 100 {
-		t.Errorf("ParseRequirements(100 specs) = %d requirements, %v; want 100, nil", len(got), err)
+		t.Errorf("ParseAll(100 specs) = %d requirements, %v; want 100, nil", len(got), err)
 	}
 }
 
@@ -290,11 +290,11 @@ func FuzzParseRequirement(f *testing.F) {
 		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, spec string, allow bool) {
-		p := RequirementPolicy{AllowURLs: allow}
-		r, err := ParseRequirement(spec, p)
+		p := Policy{AllowURLs: allow}
+		r, err := Parse(spec, p)
 		if err != nil {
-			if !errors.Is(err, ErrBadRequirement) {
-				t.Fatalf("error %v does not wrap ErrBadRequirement", err)
+			if !errors.Is(err, ErrBad) {
+				t.Fatalf("error %v does not wrap ErrBad", err)
 			}
 			return
 		}
@@ -305,7 +305,7 @@ func FuzzParseRequirement(f *testing.F) {
 		if err := checkCanonicalShell(canon); err != nil {
 			t.Fatalf("canonical form %q of %q: %v", canon, spec, err)
 		}
-		again, err := ParseRequirement(canon, p)
+		again, err := Parse(canon, p)
 		if err != nil {
 			t.Fatalf("canonical form %q of %q does not re-parse: %v", canon, spec, err)
 		}
