@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -39,52 +40,81 @@ func (a *app) checkSameHost(ctx context.Context, dirs ...string) error {
 	if !inContainer() {
 		return nil
 	}
-	for _, dir := range dirs {
-		if err := a.sameHost(ctx, dir); err != nil {
-			return err
-		}
+	err := a.sameHost(ctx, dirs)
+	if errors.Is(err, engine.ErrUnreachable) {
+		// Nothing runs until Docker answers; runs then say so clearly.
+		a.log.Warn("could not check that the folders pybox mounts are the Docker host's: Docker does not answer", "err", err)
+		return nil
 	}
-	return nil
+	return err
 }
 
-func (a *app) sameHost(ctx context.Context, dir string) error {
-	nonce := make([]byte, 16)
-	rand.Read(nonce)
-	name := ".pybox-hostcheck-" + hex.EncodeToString(nonce[:8])
-	want := hex.EncodeToString(nonce)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+// sameHost writes a file with a random content in each folder and has one
+// container of the Docker host, with the folders mounted read-only, print
+// them back; a folder whose file it does not find is not the host's.
+func (a *app) sameHost(ctx context.Context, dirs []string) error {
+	var want bytes.Buffer
+	var mounts []mount.Mount
+	cmd := []string{"cat"}
+	for i, dir := range dirs {
+		nonce := make([]byte, 16)
+		rand.Read(nonce)
+		name := ".pybox-hostcheck-" + hex.EncodeToString(nonce[:8])
+		content := hex.EncodeToString(nonce) + "\n"
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		probe := filepath.Join(dir, name)
+		if err := os.WriteFile(probe, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("check %s: %w", dir, err)
+		}
+		defer os.Remove(probe)
+		want.WriteString(content)
+		target := fmt.Sprintf("/check%d", i)
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: target, ReadOnly: true})
+		cmd = append(cmd, target+"/"+name)
 	}
-	probe := filepath.Join(dir, name)
-	if err := os.WriteFile(probe, []byte(want), 0o644); err != nil {
-		return fmt.Errorf("check %s: %w", dir, err)
-	}
-	defer os.Remove(probe)
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	exit, err := a.engine.Run(ctx, engine.Spec{
 		Name: a.sandbox.Owner().ContainerName("probe"),
-		// As root (no capabilities): the folder may be pybox's own, 0700.
-		// It runs cat on pybox's file, nothing else.
-		Config: &container.Config{Image: a.image, Cmd: []string{"cat", "/check/" + name}, User: "0:0", NetworkDisabled: true,
-			Labels: a.sandbox.Owner().Labels("probe")},
-		Host: &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
-			LogConfig: container.LogConfig{Type: "none"}, Mounts: []mount.Mount{{Type: mount.TypeBind, Source: dir, Target: "/check", ReadOnly: true}}},
+		// Root with only the capability to read any file (the folders may
+		// be 0700, each its owner's); it runs cat on pybox's files, nothing else.
+		Config: &container.Config{Image: a.image, Cmd: cmd, User: "0:0", NetworkDisabled: true, Labels: a.sandbox.Owner().Labels("probe")},
+		Host: &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_READ_SEARCH"},
+			SecurityOpt: []string{"no-new-privileges"}, LogConfig: container.LogConfig{Type: "none"}, Mounts: mounts},
 		Stdout: &out, Timeout: 30 * time.Second,
 	})
-	if err == nil && exit.Code == 0 && out.String() == want {
+	if errors.Is(err, engine.ErrUnreachable) {
+		return err
+	}
+	if err == nil && exit.Code == 0 && out.String() == want.String() {
 		return nil
 	}
-	why := fmt.Sprintf("a container of the Docker host did not find it there (exit %d)", exit.Code)
+	// Which one: the one the daemon names, or the first whose file was
+	// not read back.
+	why := "a container of the Docker host did not find pybox's file there"
+	bad := dirs[0]
 	if err != nil {
-		why = err.Error()
-		if errors.Is(err, engine.ErrUnreachable) {
-			return err
+		why = "the Docker daemon: " + err.Error()
+		for _, d := range dirs {
+			if strings.Contains(err.Error(), d) {
+				bad = d
+				break
+			}
+		}
+	} else {
+		got := strings.Split(out.String(), "\n")
+		for i, line := range strings.Split(want.String(), "\n")[:len(dirs)] {
+			if i >= len(got) || got[i] != line {
+				bad = dirs[i]
+				break
+			}
 		}
 	}
 	return fmt.Errorf("pybox runs in a container, and the folder %s it sees is not the folder %s on the Docker host (%s): "+
 		"sandboxes get folders by host path, so files would not reach them. Mount the host folder at the same path in pybox's container "+
 		"(docker run -v /srv/pybox:/srv/pybox -e CODE_STORAGE_DIR=/srv/pybox/code -e PYBOX_STATE_DIR=/srv/pybox/state ...), "+
-		"or a named volume at the path its data has on the host", dir, dir, why)
+		"or a named volume at the path its data has on the host", bad, bad, why)
 }
