@@ -40,6 +40,12 @@ func (a *app) checkSameHost(ctx context.Context, dirs ...string) error {
 	if !inContainer() {
 		return nil
 	}
+	if _, found, err := a.engine.InspectImage(ctx, a.image); err == nil && !found {
+		// First start: the image is built in the background, and the probe
+		// needs it. The next start checks.
+		a.log.Warn("could not check yet that the folders pybox mounts are the Docker host's: the runtime image is not built; the next start checks", "image", a.image)
+		return nil
+	}
 	err := a.sameHost(ctx, dirs)
 	if errors.Is(err, engine.ErrUnreachable) {
 		// Nothing runs until Docker answers; runs then say so clearly.
