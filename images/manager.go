@@ -45,6 +45,14 @@ type Manager struct {
 	changes *semaphore.Weighted // one environment change (install, configure) at a time
 	flight  singleflight.Group  // identical concurrent install requests
 	pkgs    packageCache
+	// Installs outlive the call that asked (a cancelled call must not throw
+	// away a half-built layer others wait for) but not the manager: they
+	// run on ctx, which Close cancels, and Close waits for them.
+	ctx      context.Context
+	stop     context.CancelFunc
+	closeMu  sync.Mutex
+	closed   bool
+	installs sync.WaitGroup
 }
 
 // NewManager returns a Manager; call Start before use.
@@ -56,7 +64,35 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, log: log, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]listing{}}}, nil
+	m := &Manager{cfg: cfg, log: log, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]listing{}}}
+	m.ctx, m.stop = context.WithCancel(context.Background())
+	return m, nil
+}
+
+// Close stops the installs under way (their containers are removed) and
+// waits for them.
+func (m *Manager) Close() {
+	m.closeMu.Lock()
+	m.closed = true
+	m.closeMu.Unlock()
+	m.stop()
+	m.installs.Wait()
+}
+
+// errManagerClosed: the server is stopping; no install starts.
+var errManagerClosed = errors.New("the server is stopping: no install starts")
+
+// owned runs f as an install the manager owns (see Close).
+func (m *Manager) owned(f func() (InstallResult, error)) (InstallResult, error) {
+	m.closeMu.Lock()
+	if m.closed {
+		m.closeMu.Unlock()
+		return InstallResult{}, errManagerClosed
+	}
+	m.installs.Add(1)
+	m.closeMu.Unlock()
+	defer m.installs.Done()
+	return f()
 }
 
 // SetStatePath makes the manager load and save the active environment at
@@ -262,7 +298,9 @@ func (m *Manager) Install(ctx context.Context, specs []string) (InstallResult, e
 		return InstallResult{}, err
 	}
 	key, _ := json.Marshal(append([]string{m.Active().ImageID}, canon...)) // strings always marshal
-	ch := m.flight.DoChan(string(key), func() (any, error) { return m.install(context.WithoutCancel(ctx), canon) })
+	ch := m.flight.DoChan(string(key), func() (any, error) {
+		return m.owned(func() (InstallResult, error) { return m.install(m.ctx, canon) })
+	})
 	select {
 	case r := <-ch:
 		res, _ := r.Val.(InstallResult) // the zero value on error

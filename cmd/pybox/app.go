@@ -149,10 +149,20 @@ func (a *app) start(ctx context.Context, persist bool) error {
 	return nil
 }
 
-// Close ends every session (removing its container) and the Docker client.
+// Close stops the installs under way and waits for them, ends every
+// session (removing its container), and closes the Docker client.
 func (a *app) Close() error {
-	a.sandbox.Close()
+	a.closeTenant()
 	return a.engine.Close()
+}
+
+// closeTenant stops a's installs under way (waiting for them), then its
+// sessions and containers; the engine stays (tenants share it).
+func (a *app) closeTenant() {
+	if a.envs != nil {
+		a.envs.Close()
+	}
+	a.sandbox.Close()
 }
 
 // openSessions opens the folder of session workspaces, in the state dir:

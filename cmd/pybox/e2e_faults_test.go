@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,5 +224,49 @@ func TestKilledDuringInstall(t *testing.T) {
 	}
 	if out, res := b.exec(map[string]any{"code": "import pyboxdemo\nprint(pyboxdemo.answer())"}); out.Stdout != "42\n" {
 		t.Errorf("import after the retried install: %s", text(res))
+	}
+}
+
+// SIGTERM during an install: the server exits within seconds with no
+// container left (the install is the server's, owned and awaited: stopped,
+// or finished), and the environment is consistent afterwards.
+func TestTerminatedDuringInstall(t *testing.T) {
+	wh := testenv.Wheelhouse(t)
+	state := t.TempDir()
+	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state)
+	good := a.envConfig()
+	go a.cs.CallTool(t.Context(), callParams("install_dependencies", map[string]any{"packages": []string{"pyboxdemo"}}))
+	deadline := time.Now().Add(60 * time.Second)
+	for !slices.ContainsFunc(a.containers(), func(c engine.Summary) bool { return c.Labels["pybox.role"] == "install" }) {
+		if time.Now().After(deadline) {
+			t.Fatal("the install container never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid := a.cmd.Process.Pid
+	a.killed = true // its session ends with it
+	start := time.Now()
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	for !exited(pid) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the server did not exit within 30 s of SIGTERM during an install")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if left := a.containers(); len(left) != 0 {
+		t.Errorf("containers left by the server stopped during an install: %v", left)
+	}
+	// The environment is consistent: its last good image, or (when the
+	// install had finished) the new layer with the package in it.
+	b := packageServer(t, wh, "PYBOX_STATE_DIR="+state)
+	now := b.envConfig()
+	if now.Image != good.Image && !slices.ContainsFunc(now.Requirements, func(r string) bool { return strings.HasPrefix(r, "pyboxdemo") }) {
+		t.Errorf("after SIGTERM the environment is %s %v: neither its last good image %s nor the finished install", now.Image, now.Requirements, good.Image)
+	}
+	if now.Image != good.Image {
+		if out, res := b.exec(map[string]any{"code": "import pyboxdemo\nprint(pyboxdemo.answer())"}); out.Stdout != "42\n" {
+			t.Errorf("the environment says the install finished, but: %s", text(res))
+		}
 	}
 }

@@ -330,7 +330,7 @@ func (t *tenants) close() {
 		wg.Go(func() {
 			ts.stop()
 			if ts.app != t.base {
-				ts.app.sandbox.Close()
+				ts.app.closeTenant()
 			}
 		})
 	}
