@@ -19,15 +19,16 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/pybox-dev/pybox"
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
 // The image layout every runtime image has, whatever its base.
 const (
-	VenvPython  = "/opt/venv/bin/python" // the venv's interpreter
-	SandboxUser = "10001:10001"          // uid:gid of the non-root user pybox
-	InstallUser = "10002:10002"          // uid:gid installs run as; owns only the venv's package dirs
-	Workdir     = "/workspace"           // working directory, owned by SandboxUser
+	VenvPython  = contract.VenvPython  // the venv's interpreter
+	SandboxUser = contract.SandboxUser // uid:gid of the non-root user pybox
+	InstallUser = contract.InstallUser // uid:gid installs run as; owns only the venv's package dirs
+	Workdir     = contract.Workspace   // working directory, owned by SandboxUser
 )
 
 // Variants of the runtime image.

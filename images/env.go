@@ -6,6 +6,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/pybox-dev/pybox/internal/contract"
 )
 
 // Environment types (the ENV_TYPE values of mcp_code_executor, plus image).
@@ -17,7 +19,7 @@ const (
 )
 
 // DefaultVenvPath is the runtime image's venv.
-const DefaultVenvPath = "/opt/venv"
+const DefaultVenvPath = contract.VenvDir
 
 // Environment is a named image lineage plus how to start Python in it. The
 // zero value is not usable; build one with Normalize.

@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -232,8 +233,8 @@ func commitChanges(env Environment, l layer, now time.Time) []string {
 		{ocispec.AnnotationBaseImageDigest, l.parent.ID},
 		{ocispec.AnnotationDescription, "pybox package layer: " + strings.Join(l.specs, " ")},
 		{LabelKey, l.key}, {LabelRequirements, labelsJSON(l.all)}, {LabelDepth, strconv.Itoa(l.depth)},
-		{LabelEnvType, env.Type}, {"pybox.managed", "image"}, {"pybox.owner", ""}, {"pybox.pid", ""},
-		{"pybox.host", ""}, {"pybox.role", "package-layer"},
+		{LabelEnvType, env.Type}, {contract.LabelManaged, "image"}, {contract.LabelOwner, ""}, {contract.LabelPID, ""},
+		{contract.LabelHost, ""}, {contract.LabelRole, "package-layer"},
 	}
 	changes := make([]string, 0, len(labels)+2)
 	for _, kv := range labels {

@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-units"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -24,7 +25,7 @@ const (
 // image's): HOME on the tmpfs. It is kept short because a commit keeps the
 // container's environment in the layer's config; what only the installer
 // needs, dirsWrapper sets (wrapperEnv).
-var installEnv = []string{"HOME=/tmp", "LANG=C.UTF-8", "PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+var installEnv = []string{"HOME=/tmp", "LANG=C.UTF-8", "PATH=" + contract.Path}
 
 // installSpec is the install container: the parent image run as the
 // unprivileged InstallUser with the runs' hardening (no capabilities,
@@ -42,15 +43,13 @@ func (in *Installer) installSpec(env Environment, l layer, stdout, stderr io.Wri
 		Image: l.parent.ID, Cmd: in.command(env, l), User: InstallUser, Env: installEnv,
 		Labels: in.Owner.Labels("install"), NetworkDisabled: network == "none", AttachStdout: true, AttachStderr: true,
 	}
-	host := &container.HostConfig{
-		NetworkMode: container.NetworkMode(network), CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
-		IpcMode: "private", LogConfig: container.LogConfig{Type: "none"},
-		// exec: build backends may run what they compile (configure checks).
-		Tmpfs: map[string]string{"/tmp": "rw,exec,nosuid,nodev,size=2g,mode=1777", "/var/tmp": "rw,nosuid,nodev,size=256m,mode=1777"},
-		Resources: container.Resources{
-			Memory: installMemory, MemorySwap: installMemory, NanoCPUs: installCPUs, PidsLimit: ptrInt(installPids),
-			Ulimits: []*units.Ulimit{{Name: "nofile", Soft: installFiles, Hard: installFiles}, {Name: "core", Soft: 0, Hard: 0}},
-		},
+	// A writable root: the install is committed as the layer.
+	host := contract.Hardened(network)
+	// exec: build backends may run what they compile (configure checks).
+	host.Tmpfs = map[string]string{"/tmp": "rw,exec,nosuid,nodev,size=2g,mode=1777", "/var/tmp": "rw,nosuid,nodev,size=256m,mode=1777"}
+	host.Resources = container.Resources{
+		Memory: installMemory, MemorySwap: installMemory, NanoCPUs: installCPUs, PidsLimit: ptrInt(installPids),
+		Ulimits: []*units.Ulimit{{Name: "nofile", Soft: installFiles, Hard: installFiles}, {Name: "core", Soft: 0, Hard: 0}},
 	}
 	if in.Index.Wheelhouse != "" {
 		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: in.Index.Wheelhouse, Target: wheelhouseMount, ReadOnly: true}}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -21,7 +22,7 @@ const (
 	debianSuite   = "bookworm"
 	rootfsRepo    = "pybox-rootfs"
 	// envPath is the PATH of every image, base and runtime alike.
-	envPath = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	envPath = contract.Path
 )
 
 // errImportEnded tells the tar writer that the daemon stopped reading.

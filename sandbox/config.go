@@ -9,10 +9,12 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-units"
+
+	"github.com/pybox-dev/pybox/internal/contract"
 )
 
 // WorkspaceMount is where the code-storage directory appears in a container.
-const WorkspaceMount = "/workspace"
+const WorkspaceMount = contract.Workspace
 
 // Plan is everything that shapes one container; ContainerConfig turns it
 // into the Docker configuration.
@@ -53,26 +55,19 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 		StdinOnce:       p.Stdin,
 	}
 	l := p.Limits
-	host := &container.HostConfig{
-		NetworkMode:    "none",
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		IpcMode:        "private",
-		Init:           ptr(false),
-		Runtime:        p.Runtime,
-		LogConfig:      container.LogConfig{Type: "none"},
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", l.TmpBytes)},
-		Resources: container.Resources{
-			Memory:     l.Memory,
-			MemorySwap: l.Memory, // equal: no swap beyond the memory limit
-			NanoCPUs:   int64(l.CPUs * 1e9),
-			PidsLimit:  ptr(pidsLimit(l.Pids, p.Runtime)),
-			Ulimits: []*units.Ulimit{
-				{Name: "nofile", Soft: l.OpenFiles, Hard: l.OpenFiles},
-				{Name: "fsize", Soft: l.FileBytes, Hard: l.FileBytes},
-				{Name: "core", Soft: 0, Hard: 0},
-			},
+	host := contract.Hardened("none")
+	host.ReadonlyRootfs = true
+	host.Runtime = p.Runtime
+	host.Tmpfs = map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", l.TmpBytes)}
+	host.Resources = container.Resources{
+		Memory:     l.Memory,
+		MemorySwap: l.Memory, // equal: no swap beyond the memory limit
+		NanoCPUs:   int64(l.CPUs * 1e9),
+		PidsLimit:  ptr(pidsLimit(l.Pids, p.Runtime)),
+		Ulimits: []*units.Ulimit{
+			{Name: "nofile", Soft: l.OpenFiles, Hard: l.OpenFiles},
+			{Name: "fsize", Soft: l.FileBytes, Hard: l.FileBytes},
+			{Name: "core", Soft: 0, Hard: 0},
 		},
 	}
 	if p.Workspace == "" && p.Scratch {

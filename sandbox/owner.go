@@ -6,17 +6,18 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/lease"
 )
 
-// Labels every pybox container carries.
+// Labels every pybox container carries (see internal/contract).
 const (
-	LabelManaged = "pybox.managed" // always "true"
-	LabelOwner   = "pybox.owner"   // the instance that created it
-	LabelLease   = "pybox.lease"   // that instance's lease file (absolute path); absent without a lease dir
-	LabelHost    = "pybox.host"    // hostname of that instance (information only)
-	LabelPID     = "pybox.pid"     // its process id in its own PID namespace (information only)
-	LabelRole    = "pybox.role"    // run, session, install
+	LabelManaged = contract.LabelManaged
+	LabelOwner   = contract.LabelOwner
+	LabelLease   = contract.LabelLease
+	LabelHost    = contract.LabelHost
+	LabelPID     = contract.LabelPID
+	LabelRole    = contract.LabelRole
 )
 
 // Owner identifies this server instance on a shared daemon.

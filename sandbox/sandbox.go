@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -347,7 +348,7 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",
 		"PATH":        defaultPath,
-		"VIRTUAL_ENV": "/opt/venv",
+		"VIRTUAL_ENV": contract.VenvDir,
 	}
 	// An interpreter elsewhere (a conda env's, say) comes first on PATH, so
 	// its programs' subprocesses find the same Python and tools.
@@ -362,7 +363,7 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 }
 
 // defaultPath is the PATH of every container.
-const defaultPath = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const defaultPath = contract.Path
 
 // explain turns engine errors into ones the caller can act on.
 func (s *Sandbox) explain(err error) error {

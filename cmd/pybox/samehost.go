@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -80,6 +81,8 @@ func (a *app) sameHost(ctx context.Context, dirs []string) error {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: target, ReadOnly: true})
 		cmd = append(cmd, target+"/"+name)
 	}
+	host := contract.Hardened("none")
+	host.ReadonlyRootfs, host.CapAdd, host.Mounts = true, []string{"DAC_READ_SEARCH"}, mounts
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -88,8 +91,7 @@ func (a *app) sameHost(ctx context.Context, dirs []string) error {
 		// Root with only the capability to read any file (the folders may
 		// be 0700, each its owner's); it runs cat on pybox's files, nothing else.
 		Config: &container.Config{Image: a.image, Cmd: cmd, User: "0:0", NetworkDisabled: true, Labels: a.sandbox.Owner().Labels("probe")},
-		Host: &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_READ_SEARCH"},
-			SecurityOpt: []string{"no-new-privileges"}, LogConfig: container.LogConfig{Type: "none"}, Mounts: mounts},
+		Host:   host,
 		Stdout: &out, Timeout: 30 * time.Second,
 	})
 	if errors.Is(err, engine.ErrUnreachable) {
