@@ -19,7 +19,7 @@ var version = "dev"
 const usage = `pybox runs Python safely: every program in a fresh, locked-down Docker container.
 
 Usage:
-  pybox [serve] [flags]          MCP server over stdio (the default)
+  pybox [serve] [flags]          MCP server over stdio (the default); --http ADDR: over streamable HTTP, many tenants
   pybox run [flags] FILE|-       run one Python file (or stdin) and exit with its exit code
   pybox eval [flags] FILE.jsonl  run a batch of programs (with their tests), each in its own sandbox: a verdict per program
   pybox image build [flags]      build the runtime image (--offline: no registry, no PyPI)
