@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -31,7 +32,10 @@ type Policy struct {
 	// Guard is the static guardrails checked inside the sandbox before a
 	// program runs (nil: none).
 	Guard *Guard
-	deny  []rule
+	// MCPTools are the downstream tools (SERVER.TOOL, path.Match patterns
+	// such as "filesystem.*") code mode may call; nil: every configured one.
+	MCPTools []string
+	deny     []rule
 }
 
 // Runtime is a policy's runtime choice.
@@ -52,6 +56,7 @@ type file struct {
 	Settings    map[string]string `json:"settings"`
 	Runtime     Runtime           `json:"runtime"`
 	Guard       *Guard            `json:"guard"`
+	MCPTools    []string          `json:"mcp_tools"`
 	Deny        []struct {
 		Pattern string `json:"pattern"`
 		Reason  string `json:"reason"`
@@ -101,6 +106,12 @@ func (f file) validate(src string, known []string) (*Policy, error) {
 	if err := f.Guard.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	for i, p := range f.MCPTools {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			errs = append(errs, fmt.Errorf("mcp_tools[%d]: %q is not a pattern such as filesystem.* or fs.read_file", i, p))
+		}
+	}
+	p.MCPTools = f.MCPTools
 	if f.Runtime.Prefer != "" && f.Runtime.Require != "" {
 		errs = append(errs, errors.New("runtime: give prefer or require, not both"))
 	}

@@ -22,7 +22,8 @@ type conn struct {
 	k       *engine.Attached
 	frames  *bufio.Reader
 	diag    *tailWriter    // the runner's own stderr (it writes there only when it refuses to start)
-	writers sync.WaitGroup // request writes under way
+	writers sync.WaitGroup // request writes and tool calls under way
+	wmu     sync.Mutex     // one message at a time on the container's stdin
 
 	halted   chan struct{} // closed by halt: pybox stops the program (a turn ends lost)
 	haltOnce sync.Once
@@ -106,12 +107,15 @@ type turnEnd struct {
 // deadline, the container's end or ctx's end. A non-nil lost says why the
 // container can no longer be used (it is then destroyed); err is the
 // caller's cancellation.
-func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout time.Duration, stdout, stderr io.Writer) (res Result, lost, err error) {
+func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout time.Duration, stdout, stderr io.Writer, tools ToolCalls) (res Result, lost, err error) {
 	start := time.Now()
 	done := make(chan turnEnd, 1)
+	// The program's tool calls end with the turn.
+	callCtx, endCalls := context.WithCancel(ctx)
+	defer endCalls()
 	// Sending is part of the turn: a runner that stopped reading must not
 	// hold the call past its deadline.
-	go func() { done <- c.exchange(req, stdout, stderr) }()
+	go func() { done <- c.exchange(callCtx, req, stdout, stderr, tools) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	collected := false
@@ -152,13 +156,15 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 // reads requests in one loop, so a runner busy writing output a session's
 // thread left (nobody reads between calls) takes a large request only once
 // we read. The writer is awaited here, or by destroy when the turn fails.
-func (c *conn) exchange(req request, stdout, stderr io.Writer) turnEnd {
+func (c *conn) exchange(ctx context.Context, req request, stdout, stderr io.Writer, tools ToolCalls) turnEnd {
 	sent := make(chan error, 1)
-	c.writers.Go(func() {
-		_, err := c.k.Write(req.encode())
-		sent <- err
-	})
-	code, violation, err := c.collect(req.Nonce, stdout, stderr)
+	c.writers.Go(func() { sent <- c.send(req.encode()) })
+	// A tool call is answered beside the collection (output keeps flowing
+	// while a downstream server works), its reply sent when it is ready.
+	onCall := func(payload []byte) {
+		c.writers.Go(func() { _ = c.send(answer(ctx, tools, payload)) }) // a failed send: the container is going
+	}
+	code, violation, err := c.collect(req.Nonce, stdout, stderr, onCall)
 	if err != nil {
 		return turnEnd{err: err} // the container goes; destroy waits for the writer
 	}
@@ -171,7 +177,15 @@ func (c *conn) exchange(req request, stdout, stderr io.Writer) turnEnd {
 // collect relays out and err frames until the done frame of nonce. Output
 // frames of earlier requests are relayed too: in a session, threads that
 // outlive their program print between calls.
-func (c *conn) collect(nonce string, stdout, stderr io.Writer) (int, *Violation, error) {
+// send writes one message to the runner's stdin.
+func (c *conn) send(msg []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.k.Write(msg)
+	return err
+}
+
+func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func([]byte)) (int, *Violation, error) {
 	for {
 		f, err := readFrame(c.frames)
 		if err != nil {
@@ -185,6 +199,11 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer) (int, *Violation,
 		case f.kind == "done" && f.nonce == nonce:
 			code, err := doneStatus(f.payload)
 			return code, nil, err
+		case f.kind == "call" && f.nonce == nonce && onCall != nil:
+			onCall(f.payload)
+		case f.kind == "call": // a thread of an earlier program of the session
+			payload := f.payload
+			c.writers.Go(func() { _ = c.send(staleCall(payload)) })
 		case f.kind == "policy" && f.nonce == nonce:
 			v, err := policyViolation(f.payload)
 			return 0, v, err

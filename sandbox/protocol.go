@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ type request struct {
 	Test      *string        `json:"test,omitempty"` // once: tests run in the file's globals after it (pybox eval)
 	Guard     *guardRequest  `json:"guard,omitempty"`
 	Variables map[string]any `json:"variables,omitempty"` // bound as globals before the program runs
+	Tools     []string       `json:"tools,omitempty"`     // code mode: the downstream tools the program may call (pybox_tools)
 	Outputs   string         `json:"outputs,omitempty"`
 }
 
@@ -117,6 +119,77 @@ func policyViolation(payload []byte) (*Violation, error) {
 		return nil, fmt.Errorf("%w: bad policy frame %.80q", errFraming, payload)
 	}
 	return &v, nil
+}
+
+// ToolCalls answers a program's calls to downstream MCP tools (code mode):
+// Names are the qualified tool names (SERVER.TOOL) the program may call,
+// Call runs one (its error is shown to the program as an MCPToolError).
+type ToolCalls interface {
+	Names() []string
+	Call(ctx context.Context, name string, args json.RawMessage) (any, error)
+}
+
+// toolCall is a program's call, as its runner relays it.
+type toolCall struct {
+	ID   json.RawMessage `json:"id"`
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+}
+
+// toolReply answers a toolCall; it goes to the runner framed as a request
+// {"reply": ...}, which its supervisor hands to the program.
+type toolReply struct {
+	ID     json.RawMessage `json:"id"`
+	Result any             `json:"result,omitempty"`
+	Error  *string         `json:"error,omitempty"`
+}
+
+func (r toolReply) encode() []byte {
+	body, err := json.Marshal(map[string]any{"reply": r})
+	if err != nil { // a result that does not marshal: say so instead
+		why := "the tool's result could not be encoded: " + err.Error()
+		body, _ = json.Marshal(map[string]any{"reply": toolReply{ID: r.ID, Error: &why}})
+	}
+	return append([]byte(strconv.Itoa(len(body))+"\n"), body...)
+}
+
+// answer runs one call of the program and encodes the reply.
+func answer(ctx context.Context, tools ToolCalls, payload []byte) []byte {
+	var c toolCall
+	if err := json.Unmarshal(payload, &c); err != nil || c.Tool == "" {
+		why := "a tool call must be {\"id\", \"tool\", \"args\"}"
+		return toolReply{ID: c.ID, Error: &why}.encode()
+	}
+	if tools == nil {
+		why := "no downstream MCP tools are configured (PYBOX_MCP_SERVERS)"
+		return toolReply{ID: c.ID, Error: &why}.encode()
+	}
+	res, err := tools.Call(ctx, c.Tool, c.Args)
+	if err != nil {
+		why := err.Error()
+		return toolReply{ID: c.ID, Error: &why}.encode()
+	}
+	return toolReply{ID: c.ID, Result: res}.encode()
+}
+
+// toolNames is what the program is told it may call (nil: no pybox_tools).
+func toolNames(t ToolCalls) []string {
+	if t == nil {
+		return nil
+	}
+	names := t.Names()
+	if names == nil {
+		names = []string{}
+	}
+	return names
+}
+
+// staleCall answers a call made by a program whose turn is over.
+func staleCall(payload []byte) []byte {
+	var c toolCall
+	_ = json.Unmarshal(payload, &c) // the id, if any
+	why := "the tool call came after its program ended (a thread it left); it was not made"
+	return toolReply{ID: c.ID, Error: &why}.encode()
 }
 
 // doneStatus decodes a done frame's exit status.

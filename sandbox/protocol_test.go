@@ -90,23 +90,23 @@ func TestCollectRelaysLateOutput(t *testing.T) {
 		frameBytes("cur", "out", "now\n") + frameBytes("cur", "done", `{"code": 3}`)
 	ss := &conn{frames: bufio.NewReader(strings.NewReader(stream))}
 	var stdout, stderr bytes.Buffer
-	code, _, err := ss.collect("cur", &stdout, &stderr)
+	code, _, err := ss.collect("cur", &stdout, &stderr, nil)
 	if err != nil || code != 3 || stdout.String() != "late now\n" || stderr.String() != "warn " {
 		t.Errorf("collect = %d, %v, stdout %q, stderr %q; want 3, nil, %q, %q", code, err, stdout.String(), stderr.String(), "late now\n", "warn ")
 	}
 	ss = &conn{frames: bufio.NewReader(strings.NewReader(frameBytes("old", "done", `{"code": 0}`)))}
-	if _, _, err := ss.collect("cur", &stdout, &stderr); !errors.Is(err, errFraming) {
+	if _, _, err := ss.collect("cur", &stdout, &stderr, nil); !errors.Is(err, errFraming) {
 		t.Errorf("done frame of another run: err = %v; want a framing error", err)
 	}
 	// A policy frame of the current run ends it with the violation; a
 	// malformed one, or another run's, is a framing error.
 	ss = &conn{frames: bufio.NewReader(strings.NewReader(frameBytes("cur", "policy", `{"rule": "name_denied", "detail": "eval", "line": 3}`)))}
-	if _, v, err := ss.collect("cur", &stdout, &stderr); err != nil || v == nil || *v != (Violation{Rule: "name_denied", Detail: "eval", Line: 3}) {
+	if _, v, err := ss.collect("cur", &stdout, &stderr, nil); err != nil || v == nil || *v != (Violation{Rule: "name_denied", Detail: "eval", Line: 3}) {
 		t.Errorf("policy frame: %+v, %v", v, err)
 	}
 	for _, bad := range []string{frameBytes("cur", "policy", `{}`), frameBytes("old", "policy", `{"rule": "x"}`)} {
 		ss = &conn{frames: bufio.NewReader(strings.NewReader(bad))}
-		if _, _, err := ss.collect("cur", &stdout, &stderr); !errors.Is(err, errFraming) {
+		if _, _, err := ss.collect("cur", &stdout, &stderr, nil); !errors.Is(err, errFraming) {
 			t.Errorf("bad policy frame %q: err = %v; want a framing error", bad, err)
 		}
 	}

@@ -160,6 +160,9 @@ type Program struct {
 	// Variables are bound as the program's globals before it runs (JSON
 	// values as Python values).
 	Variables map[string]any
+	// Tools, when set, are the downstream MCP tools the program may call
+	// (code mode: the pybox_tools module).
+	Tools ToolCalls
 	// Guard, when set, is checked by the runner's supervisor before the
 	// program runs; a violation is Result.Violation, and nothing runs.
 	Guard *Guard
@@ -258,11 +261,11 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools)}
 	if w.outputs != nil {
 		req.Outputs = w.outputs.Path()
 	}
-	res, lost, err := w.turn(ctx, s.log, req, orDefault(p.Timeout, s.cfg.Limits.Timeout), stdout, stderr)
+	res, lost, err := w.turn(ctx, s.log, req, orDefault(p.Timeout, s.cfg.Limits.Timeout), stdout, stderr, p.Tools)
 	if lost == nil && res.ExitCode == 137 {
 		w.exitInto(&res) // killed: by the OOM killer? Docker knows
 	}

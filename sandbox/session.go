@@ -26,6 +26,7 @@ type SessionProgram struct {
 	Prepare   func() error   // as Program.Prepare
 	Guard     *Guard         // as Program.Guard
 	Variables map[string]any // as Program.Variables: set in the session's globals first
+	Tools     ToolCalls      // as Program.Tools
 
 	// FollowImage restarts a live session whose image is not Image (say,
 	// packages were installed since it started) before running; the
@@ -65,9 +66,9 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 
 // run sends one program to the kernel; see conn.turn.
 func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (Result, error, error) {
-	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args, Guard: p.Guard.request(), Variables: p.Variables}
+	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools)}
 	if p.Outputs != "" {
 		req.Outputs = WorkspaceMount + "/" + p.Outputs
 	}
-	return ss.turn(ctx, log, req, timeout, stdout, stderr)
+	return ss.turn(ctx, log, req, timeout, stdout, stderr, p.Tools)
 }

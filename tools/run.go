@@ -48,6 +48,8 @@ type ExecutionOutput struct {
 	Rule      string `json:"rule,omitempty" jsonschema:"the guardrail the program broke (import_not_allowed, import_denied, name_denied, attribute_denied, max_chars, max_lines, too_complex)"`
 	Detail    string `json:"detail,omitempty" jsonschema:"the module, name or attribute (or the size) that broke it"`
 	Line      int    `json:"line,omitempty" jsonschema:"the line it is on (0: the program as a whole)"`
+	// MCPCalls counts the downstream MCP tool calls the program made.
+	MCPCalls int `json:"mcp_calls,omitempty" jsonschema:"downstream MCP tool calls the program made (code mode)"`
 }
 
 // policyViolation is the tool error for a program the guardrails refused.
@@ -71,8 +73,9 @@ type runRequest struct {
 	follow   bool                 // the session restarts when the environment changed
 	shared   bool                 // the session works in code storage itself (mcp-executor), not a private folder
 	input    string
-	args     []string       // the program's sys.argv[1:]
-	vars     map[string]any // bound as globals before the program runs
+	args     []string          // the program's sys.argv[1:]
+	vars     map[string]any    // bound as globals before the program runs
+	tools    sandbox.ToolCalls // code mode: the downstream tools the program may call
 	timeoutS float64
 }
 
@@ -84,6 +87,10 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 	}
 	if err := h.cfg.Ready(ctx); err != nil {
 		return nil, ExecutionOutput{}, h.readyError(ctx, err)
+	}
+	count := func() int { return 0 }
+	if h.cfg.CodeMode != nil {
+		r.tools, count = h.cfg.CodeMode.ForRun()
 	}
 	res, outs, err := h.execute(ctx, r, timeout)
 	if h.cfg.Observe != nil {
@@ -118,7 +125,7 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Truncated: res.Truncated, QuotaExceeded: res.QuotaExceeded, ResourceKilled: res.ResourceKilled, DurationMS: res.Duration.Milliseconds(),
 		FilePath: r.saved.host, SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
-		Artifacts: arts, Figures: len(figures),
+		Artifacts: arts, Figures: len(figures), MCPCalls: count(),
 	}
 	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(outs, arts) + note}}, figures...)
 	// A timeout or a quota stop is a tool error; the partial output stays visible.
@@ -136,12 +143,13 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	if h.cfg.GuardRules != nil {
 		guard = &sandbox.Guard{Rules: h.cfg.GuardRules, Code: r.code}
 	}
+
 	env := h.cfg.Envs.Active()
 	prog := startProgress(ctx, r.req)
 	defer prog.stop()
 	if r.session == "" {
 		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
-			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard, Variables: r.vars})
+			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
 	ws, err := h.sessionWorkspace(r)
@@ -154,7 +162,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
 		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout,
-		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard, Variables: r.vars})
+		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
 	return res, outs, err
 }
 

@@ -47,6 +47,9 @@ type Config struct {
 	// (policies.Guard), checked on a real parse inside the sandbox before
 	// each program runs; a violation is a POLICY_VIOLATION tool error.
 	GuardRules any
+	// CodeMode, when set, lets programs call downstream MCP tools and adds
+	// the list_mcp_tools tool.
+	CodeMode CodeMode
 	// Observe, when set, sees how every run ended (for metrics): path is
 	// warm, cold or session; err is an infrastructure failure.
 	Observe func(path string, res sandbox.Result, err error)
@@ -93,6 +96,9 @@ func NewServer(cfg Config) (*mcp.Server, error) {
 	}
 	if err := h.register(s, orDefault(cfg.Toolset, ToolsetDefault)); err != nil {
 		return nil, err
+	}
+	if cfg.CodeMode != nil {
+		addTool(s, listMCPToolsTool, h.listMCPTools)
 	}
 	return s, nil
 }

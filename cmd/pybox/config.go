@@ -76,6 +76,10 @@ type config struct {
 	MetricsAddr    string
 	TenantRate     int
 	ShutdownGrace  time.Duration
+	MCPServers     string
+	MCPMaxCalls    int
+	MCPCallTimeout time.Duration
+	MCPMaxResult   string
 
 	given        map[string]bool // flags given on the command line (parseFlags)
 	hostPackages []string        // a host venv's packages to install (adoptHostSettings)
@@ -103,6 +107,10 @@ func (c *config) httpSettings() []setting {
 		{"insecure-no-auth", "PYBOX_INSECURE_NO_AUTH", "let --http listen on a non-loopback address without tokens (anyone who reaches it runs code)", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.InsecureNoAuth, n, false, u) }},
 		{"metrics-addr", "PYBOX_METRICS_ADDR", "with --tokens, serve /metrics (Prometheus) on this separate address; without tokens /metrics is on --http's", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.MetricsAddr, n, "", u) }},
 		{"tenant-calls-per-minute", "PYBOX_TENANT_CALLS_PER_MINUTE", "tool calls a tenant may make per minute over --http (0 = no limit)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.TenantRate, n, 600, u) }},
+		{"mcp-servers", "PYBOX_MCP_SERVERS", "downstream MCP servers file (code mode: sandboxed code calls their tools); default mcp_servers.json in the state directory, when there", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.MCPServers, n, "", u) }},
+		{"mcp-max-calls", "PYBOX_MCP_MAX_CALLS", "downstream tool calls one run may make", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MCPMaxCalls, n, 50, u) }},
+		{"mcp-call-timeout", "PYBOX_MCP_CALL_TIMEOUT", "time limit of one downstream tool call", func(fs *flag.FlagSet, n, u string) { fs.DurationVar(&c.MCPCallTimeout, n, 30*time.Second, u) }},
+		{"mcp-max-result", "PYBOX_MCP_MAX_RESULT", "largest downstream tool result handed to a program (e.g. 256k)", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.MCPMaxResult, n, "256k", u) }},
 		{"shutdown-grace", "PYBOX_SHUTDOWN_GRACE", "how long --http waits for calls in flight when it stops", func(fs *flag.FlagSet, n, u string) { fs.DurationVar(&c.ShutdownGrace, n, 30*time.Second, u) }},
 	}
 }

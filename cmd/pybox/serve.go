@@ -93,9 +93,18 @@ func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
 	if err != nil {
 		return fail(err)
 	}
+	var modes tools.CodeMode
+	cm, err := newCodeMode(c, a.log)
+	if err != nil {
+		return fail(err)
+	}
+	if cm != nil {
+		closers = append(closers, cm.Close)
+		modes = cm
+	}
 	srv, err := tools.NewServer(tools.Config{
 		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
-		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, GuardRules: c.policy.GuardRules(), Version: version, Log: a.log, Observe: a.observeRun,
+		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, GuardRules: c.policy.GuardRules(), CodeMode: modes, Version: version, Log: a.log, Observe: a.observeRun,
 	})
 	if err != nil {
 		return fail(err)

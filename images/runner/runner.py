@@ -24,7 +24,10 @@ or from site-packages until a program's request has arrived.
         ready (nonce "-", before any request), out, err, done ({"code": status}),
         abort (why the worker was ended: it broke its control pipe),
         policy ({"rule", "detail", "line"}: the request's "guard" rules refused its
-        code, checked here before the worker sees it; once: the runner then exits)
+        code, checked here before the worker sees it; once: the runner then exits),
+        call (a line the program wrote on its tool-call pipe: code mode)
+    reply    (pybox -> supervisor, stdin, framed as a request): {"reply": {"id", "result" | "error"}},
+             written to the worker's reply pipe, where pybox_tools reads it
 
 The nonce (a per-request secret) never reaches the worker. In kernel mode
 the worker reports the end of each program on a control pipe ("done SEQ N"),
@@ -42,6 +45,7 @@ import signal
 import sys
 
 MAX_DRAIN = 1 << 20  # bytes read from the worker's pipes after it says done
+MAX_CALL = 512 << 10  # bytes of one tool call (a frame holds at most 1 MiB)
 
 
 def refuse(why):
@@ -106,22 +110,29 @@ class Supervisor:
         self.ctl_r, ctl_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
+        # Code mode: the program's tool calls (a line of JSON each) and their
+        # replies, relayed to and from pybox under the request's nonce.
+        self.call_r, call_w = os.pipe()
+        reply_r, self.reply_w = os.pipe()
+        self.calls = b""
+        self.replies = b""  # reply bytes not yet written to the worker
         self.pid = os.fork()
         if self.pid == 0:
-            self.child_fds = (req_r, ctl_w, out_w, err_w)
+            self.child_fds = (req_r, ctl_w, out_w, err_w, call_w, reply_r)
             return
-        for fd in (req_r, ctl_w, out_w, err_w):
+        for fd in (req_r, ctl_w, out_w, err_w, call_w, reply_r):
             os.close(fd)
-        for fd in (self.req_w, self.out_r, self.err_r, self.ctl_r):
+        for fd in (self.req_w, self.out_r, self.err_r, self.ctl_r, self.call_r, self.reply_w):
             os.set_blocking(fd, False)
         self.poller = select.poll()
-        for fd in (0, self.out_r, self.err_r, self.ctl_r, self.wake_r):
+        for fd in (0, self.out_r, self.err_r, self.ctl_r, self.wake_r, self.call_r):
             self.poller.register(fd, select.POLLIN)
 
     def serve(self):
         frame("-", "ready")
         handlers = {self.req_w: self.feed, self.out_r: self.relay, self.err_r: self.relay,
-                    self.ctl_r: self.control, self.wake_r: self.wakeup, 0: self.requests}
+                    self.ctl_r: self.control, self.wake_r: self.wakeup, 0: self.requests,
+                    self.call_r: self.call, self.reply_w: self.reply}
         while True:
             for fd, _ in self.poller.poll():
                 handlers[fd](fd)
@@ -137,12 +148,15 @@ class Supervisor:
                 os.close(self.req_w)
             return
         self.inbuf += data
-        while not (self.once and self.served):
+        while True:
             req, self.inbuf = take_request(self.inbuf)
             if req is None:
                 return
-            if not self.pending:
-                self.poller.register(self.req_w, select.POLLOUT)
+            if "reply" in req:  # pybox answering a tool call of the program
+                self.forward_reply(req["reply"])
+                continue
+            if self.once and self.served:
+                continue  # once takes one request
             self.nonce = str(req.pop("nonce", "-"))
             guard = req.pop("guard", None)
             if guard is not None:
@@ -155,6 +169,8 @@ class Supervisor:
                     if self.once:
                         os._exit(0)
                     continue
+            if not self.pending:
+                self.poller.register(self.req_w, select.POLLOUT)
             self.seq += 1
             req["seq"] = self.seq  # the worker's done names it: a late one is dropped
             self.served = True
@@ -172,6 +188,39 @@ class Supervisor:
             self.poller.unregister(self.req_w)
             if self.closing:
                 os.close(self.req_w)
+
+    def call(self, fd):
+        """Frame each whole line the program wrote on its call pipe as a call
+        under the nonce in force; an overlong one gets an error reply."""
+        try:
+            data = os.read(self.call_r, 1 << 16)
+        except BlockingIOError:
+            return
+        if not data:
+            self.poller.unregister(self.call_r)
+            return
+        self.calls += data
+        while b"\n" in self.calls:
+            line, self.calls = self.calls.split(b"\n", 1)
+            frame(self.nonce, "call", line)
+        if len(self.calls) > MAX_CALL:
+            self.calls = b""
+            self.forward_reply({"id": None, "error": "the tool call is larger than %d bytes" % MAX_CALL})
+
+    def forward_reply(self, reply):
+        if not self.replies:
+            self.poller.register(self.reply_w, select.POLLOUT)
+        self.replies += json.dumps(reply).encode() + b"\n"
+
+    def reply(self, fd):
+        try:
+            self.replies = self.replies[os.write(self.reply_w, self.replies):]
+        except BlockingIOError:
+            return
+        except OSError:  # the worker is gone
+            self.replies = b""
+        if not self.replies:
+            self.poller.unregister(self.reply_w)
 
     def relay(self, fd, limit=65536):
         """Frame up to limit bytes of what fd holds now."""
@@ -356,13 +405,13 @@ def take_request(buf):
 def worker_main(mode, fds):
     """In the forked worker: keep nothing of the supervisor's but its own
     pipes (fds 0-2 are replaced first), then serve (worker.py)."""
-    requests, ctl, out, err = fds
+    requests, ctl, out, err, call_w, reply_r = fds
     os.dup2(out, 1)
     os.dup2(err, 2)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     signal.set_wakeup_fd(-1)
-    keep = {0, 1, 2, requests}
+    keep = {0, 1, 2, requests, call_w, reply_r}
     if mode == "kernel":  # once reports by exiting: no control pipe at all
         keep.add(ctl)
     for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
@@ -371,7 +420,7 @@ def worker_main(mode, fds):
                 os.close(fd)
             except OSError:
                 pass  # the listing's own descriptor, already closed
-    return worker(mode, requests, ctl)
+    return worker(mode, requests, ctl, (call_w, reply_r))
 
 
 def main(argv):

@@ -190,12 +190,14 @@ def feed_stdin(text):
     sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
 
 
-def run_once(requests):
+def run_once(requests, channel):
     """once: wait for the request, run its file as __main__, and return its
     status (the caller exits with it, through normal interpreter shutdown)."""
     req = read_request(requests)
     if req is None:
         os._exit(0)  # the pool discarded us unused
+    if req.get("tools") is not None:
+        install_tools(req["tools"], channel)
     path = req["file"]
     outputs = req.get("outputs") or ""
     os.environ["PYBOX_OUTPUTS"] = outputs
@@ -261,8 +263,8 @@ def finish(status):
 class Kernel:
     """kernel: one program at a time, globals kept between them."""
 
-    def __init__(self, requests, ctl):
-        self.requests, self.ctl = requests, ctl
+    def __init__(self, requests, ctl, channel):
+        self.requests, self.ctl, self.channel = requests, ctl, channel
         self.pipes = {1: os.dup(1), 2: os.dup(2)}  # to restore fds a program closed
         self.streams = {1: sys.stdout, 2: sys.stderr}
         main = types.ModuleType("__main__")
@@ -292,6 +294,8 @@ class Kernel:
         sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # with .buffer, like a real stdin
         os.environ["PYBOX_OUTPUTS"] = outputs
         sys.argv = [filename] + [str(a) for a in (req.get("args") or [])]
+        if req.get("tools") is not None:
+            install_tools(req["tools"], self.channel)
         self.globals.update(req.get("variables") or {})  # bound before the program runs
         run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
         return guarded(run, filename, outputs)
@@ -307,9 +311,79 @@ class Kernel:
             os.write(self.ctl, b"done %d %d\n" % (req.get("seq", 0), status))
 
 
-def worker(mode, requests_fd, ctl_fd):
+class MCPToolError(Exception):
+    """A downstream MCP tool failed, was refused, or did not answer."""
+
+
+def install_tools(names, channel):
+    """Put the pybox_tools module in sys.modules: call_mcp_tool(name, **params),
+    list_mcp_tools(), AVAILABLE_MCP_TOOLS and tools.SERVER.TOOL(**params),
+    calling pybox's downstream MCP servers over the runner's channel (one
+    call at a time; the reply is a Python value or an MCPToolError)."""
+    call_w, reply_r = channel
+    mod = sys.modules.get("pybox_tools")
+    if mod is None:
+        mod = types.ModuleType("pybox_tools")
+        mod.__doc__ = "Call the tools of pybox's downstream MCP servers from Python."
+        lock = threading.Lock()
+        state = {"id": 0, "buf": b""}
+
+        def read_reply():
+            while b"\n" not in state["buf"]:
+                chunk = os.read(reply_r, 1 << 16)
+                if not chunk:
+                    raise MCPToolError("the tool channel is closed")
+                state["buf"] += chunk
+            line, state["buf"] = state["buf"].split(b"\n", 1)
+            return json.loads(line)
+
+        def call_mcp_tool(name, **params):
+            """Call a downstream tool by its qualified name, SERVER.TOOL, with
+            keyword arguments; return its result as a Python value."""
+            with lock:
+                state["id"] += 1
+                msg = json.dumps({"id": state["id"], "tool": str(name), "args": params}).encode() + b"\n"
+                view = memoryview(msg)
+                while view:
+                    view = view[os.write(call_w, view):]
+                reply = read_reply()
+            if reply.get("error") is not None:
+                raise MCPToolError(reply["error"])
+            return reply.get("result")
+
+        def list_mcp_tools():
+            """The qualified names (SERVER.TOOL) of the tools code may call."""
+            return list(mod.AVAILABLE_MCP_TOOLS)
+
+        class Server:
+            def __init__(self, name):
+                self._name = name
+
+            def __getattr__(self, tool):
+                if tool.startswith("_"):
+                    raise AttributeError(tool)
+                return lambda **params: call_mcp_tool(self._name + "." + tool, **params)
+
+            def __dir__(self):
+                return sorted(n.split(".", 1)[1] for n in mod.AVAILABLE_MCP_TOOLS if n.startswith(self._name + "."))
+
+        class Tools:
+            def __getattr__(self, server):
+                if server.startswith("_"):
+                    raise AttributeError(server)
+                return Server(server)
+
+            def __dir__(self):
+                return sorted({n.split(".", 1)[0] for n in mod.AVAILABLE_MCP_TOOLS})
+
+        mod.call_mcp_tool, mod.list_mcp_tools, mod.tools, mod.MCPToolError = call_mcp_tool, list_mcp_tools, Tools(), MCPToolError
+        sys.modules["pybox_tools"] = mod
+    mod.AVAILABLE_MCP_TOOLS = list(names)
+
+
+def worker(mode, requests_fd, ctl_fd, channel):
     become_worker()
     requests = os.fdopen(requests_fd, "rb", buffering=0)
     if mode == "once":
-        return run_once(requests)
-    return Kernel(requests, ctl_fd).serve()
+        return run_once(requests, channel)
+    return Kernel(requests, ctl_fd, channel).serve()

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pybox-dev/pybox/tools"
+)
+
+// codeModeServer starts pybox with the echo test server as a downstream
+// MCP server (and policy, when given).
+func codeModeServer(t *testing.T, env ...string) *server {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "echoserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/downstream/testdata/echoserver").CombinedOutput(); err != nil {
+		t.Fatalf("build the echo server: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
+	b, _ := json.Marshal(map[string]any{"servers": map[string]any{"echo": map[string]any{"command": bin, "description": "test tools"}}})
+	os.WriteFile(cfg, b, 0o644)
+	return startServer(t, append([]string{"PYBOX_MCP_SERVERS=" + cfg, "PYBOX_MCP_CALL_TIMEOUT=2s"}, env...)...)
+}
+
+// TestCodeMode: sandboxed Python calls a downstream MCP server's tools
+// through pybox_tools, over the runner's channel, with the network still
+// off; results come back as Python values, failures as MCPToolError with
+// the downstream message; calls are counted; a session works the same; a
+// crashed server is started again and a hung call ends at its timeout
+// while the run goes on; list_mcp_tools gives stubs.
+func TestCodeMode(t *testing.T) {
+	s := codeModeServer(t)
+	prog := `from pybox_tools import tools, call_mcp_tool, list_mcp_tools, AVAILABLE_MCP_TOOLS, MCPToolError
+import socket
+print(sorted(list_mcp_tools()) == sorted(AVAILABLE_MCP_TOOLS), "echo.echo" in AVAILABLE_MCP_TOOLS)
+r = tools.echo.echo(text="ab", times=3)
+print(r["echo"])
+print(call_mcp_tool("echo.add", a=2, b=40)["sum"])
+try:
+    tools.echo.fail()
+except MCPToolError as e:
+    print("failed:", "on purpose" in str(e))
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=1)
+    print("network: reached")
+except OSError:
+    print("network: none")
+`
+	out, res := s.exec(map[string]any{"code": prog})
+	if out.Stdout != "True True\nababab\n42\nfailed: True\nnetwork: none\n" || out.MCPCalls != 3 {
+		t.Errorf("code mode: %s (mcp_calls %d)", text(res), out.MCPCalls)
+	}
+	// A session.
+	s.sessionRun("cm", "from pybox_tools import tools\nfirst = tools.echo.echo(text='x')['echo']")
+	if got := s.sessionRun("cm", "print(first + tools.echo.echo(text='y')['echo'])"); got.Stdout != "xy\n" {
+		t.Errorf("code mode in a session: %+v", got)
+	}
+	// A crash, then a working call (the server is started again); a hang
+	// ends at the 2 s call timeout and the program goes on.
+	crash := `from pybox_tools import tools, MCPToolError
+try:
+    tools.echo.crash()
+except MCPToolError as e:
+    print("crash:", type(e).__name__)
+print(tools.echo.echo(text="back")["echo"])
+try:
+    tools.echo.hang()
+except MCPToolError as e:
+    print("hang:", "2s" in str(e))
+print("done")
+`
+	if out, res := s.exec(map[string]any{"code": crash, "timeout_s": 30}); out.Stdout != "crash: MCPToolError\nback\nhang: True\ndone\n" {
+		t.Errorf("crash and hang: %s", text(res))
+	}
+	stubs := decode[tools.ListMCPToolsOutput](t, s.call("list_mcp_tools", map[string]any{}))
+	if !strings.Contains(stubs.Stubs, "def echo(text: str, times: int | None = None) -> Any:") || len(stubs.Tools) != 5 {
+		t.Errorf("list_mcp_tools: %+v", stubs)
+	}
+	if !strings.Contains(s.stderr.String(), "code mode: tool call") || !strings.Contains(s.stderr.String(), "crashing on purpose") {
+		t.Errorf("the calls and the server's stderr are not in the log")
+	}
+}
+
+// TestCodeModePolicy: a policy's mcp_tools allowlist refuses other tools
+// (MCPToolError), hides them from list_mcp_tools, and calls per run are
+// bounded.
+func TestCodeModePolicy(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "p.json")
+	os.WriteFile(policy, []byte(`{"name": "p", "mcp_tools": ["echo.echo"]}`), 0o644)
+	s := codeModeServer(t, "PYBOX_POLICY="+policy, "PYBOX_MCP_MAX_CALLS=3")
+	prog := `from pybox_tools import tools, AVAILABLE_MCP_TOOLS, MCPToolError
+print(AVAILABLE_MCP_TOOLS)
+try:
+    tools.echo.add(a=1, b=2)
+except MCPToolError as e:
+    print("refused:", e)
+for i in range(3):
+    try:
+        print(tools.echo.echo(text=str(i))["echo"])
+    except MCPToolError as e:
+        print("limit:", "PYBOX_MCP_MAX_CALLS" in str(e))
+`
+	out, res := s.exec(map[string]any{"code": prog})
+	want := "['echo.echo']\nrefused: the policy does not allow calling echo.add\n0\n1\nlimit: True\n"
+	if out.Stdout != want {
+		t.Errorf("policy: %s\nwant stdout %q", text(res), want)
+	}
+	if stubs := decode[tools.ListMCPToolsOutput](t, s.call("list_mcp_tools", map[string]any{})); len(stubs.Tools) != 1 || stubs.Tools[0] != "echo.echo" {
+		t.Errorf("list_mcp_tools under the policy: %+v", stubs.Tools)
+	}
+}
