@@ -112,3 +112,51 @@ for i in range(3):
 		t.Errorf("list_mcp_tools under the policy: %+v", stubs.Tools)
 	}
 }
+
+// TestCodeModeFilesystemServer: with the reference filesystem MCP server
+// (npm @modelcontextprotocol/server-filesystem) downstream, one
+// execute_code lists a folder, reads a file, transforms it and writes the
+// result through the server; the same in a session.
+func TestCodeModeFilesystemServer(t *testing.T) {
+	fsServer := os.Getenv("PYBOX_FS_SERVER")
+	if fsServer == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("PYBOX_FS_SERVER is not set: .ci/run installs the MCP filesystem server and sets it")
+		}
+		t.Skip("PYBOX_FS_SERVER is not set (the npm MCP filesystem server; .ci/run installs it)")
+	}
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "notes.txt"), []byte("alpha\nbeta\n"), 0o644)
+	os.WriteFile(filepath.Join(data, "other.md"), []byte("# x\n"), 0o644)
+	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"filesystem": map[string]any{"command": fsServer, "args": []string{data}}}})
+	os.WriteFile(cfg, b, 0o644)
+	s := startServer(t, "PYBOX_MCP_SERVERS="+cfg)
+	stubs := decode[tools.ListMCPToolsOutput](t, s.call("list_mcp_tools", map[string]any{}))
+	for _, want := range []string{"filesystem.list_directory", "filesystem.read_text_file", "filesystem.write_file"} {
+		if !strings.Contains(strings.Join(stubs.Tools, " "), want) {
+			t.Fatalf("list_mcp_tools lacks %s: %v", want, stubs.Tools)
+		}
+	}
+	prog := `from pybox_tools import tools
+listing = tools.filesystem.list_directory(path=DATA)
+names = sorted(line.split()[-1] for line in str(listing.get("content", listing) if isinstance(listing, dict) else listing).splitlines() if line.strip())
+text = tools.filesystem.read_text_file(path=DATA + "/notes.txt")
+text = text.get("content", text) if isinstance(text, dict) else text
+tools.filesystem.write_file(path=DATA + "/" + OUT, content=text.upper())
+print(names)
+`
+	for _, tc := range []struct{ session, out string }{{"", "OUT.txt"}, {"fs", "OUT2.txt"}} {
+		args := map[string]any{"code": prog, "variables": map[string]any{"DATA": data, "OUT": tc.out}}
+		if tc.session != "" {
+			args["session_id"] = tc.session
+		}
+		out, res := s.exec(args)
+		if out.ExitCode != 0 || !strings.Contains(out.Stdout, "notes.txt") || out.MCPCalls != 3 {
+			t.Errorf("session %q: %s (mcp_calls %d)", tc.session, text(res), out.MCPCalls)
+		}
+		if b, err := os.ReadFile(filepath.Join(data, tc.out)); err != nil || string(b) != "ALPHA\nBETA\n" {
+			t.Errorf("session %q: the file written through the filesystem server: %q %v", tc.session, b, err)
+		}
+	}
+}
