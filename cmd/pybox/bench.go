@@ -48,6 +48,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	evalMode := fs.Bool("eval", false, "measure `pybox eval` throughput instead (samples/s against a docker run loop and a pybox run loop of -n samples)")
 	evalTrivial := fs.Int("eval-trivial", 500, "with -eval: samples in the trivial batch")
 	evalWork := fs.Int("eval-work", 200, "with -eval: samples in the real-work batch")
+	codeModeBench := fs.Bool("codemode", false, "measure code mode instead: one workflow as three direct tool calls and as one execute_code calling them (time and context bytes)")
 	if err := parse(fs, c, args); err != nil {
 		return err
 	}
@@ -63,6 +64,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := a.ensureRuntime(ctx, a.cfg.initialEnv().Variant); err != nil {
 			return err
 		}
+	}
+	if *codeModeBench {
+		return benchCodeMode(ctx, *n, stdout, stderr)
 	}
 	if *evalMode {
 		if *evalTrivial < 1 || *evalWork < 1 {

@@ -62,3 +62,20 @@ func TestBenchEvalReport(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchCodeMode: `pybox bench -codemode` runs the workflow both ways
+// and prints both rows and the context ratio.
+func TestBenchCodeMode(t *testing.T) {
+	testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	cmd := exec.Command(pyboxBin, "bench", "-codemode", "-n", "2")
+	cmd.Env = append(os.Environ(), "PYBOX_BUILD=never")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pybox bench -codemode: %v\n%s", err, out)
+	}
+	for _, want := range []string{"three tool calls, one by one", "one code-mode execute_code", "context bytes: code mode uses"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+}
