@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (

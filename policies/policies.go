@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 //go:embed *.json
@@ -74,6 +77,12 @@ func Load(nameOrPath string, known []string) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ext := strings.ToLower(filepath.Ext(nameOrPath)); ext == ".yaml" || ext == ".yml" {
+		// YAML is read as the JSON it stands for, so the same field checks apply.
+		if data, err = yaml.YAMLToJSON(data); err != nil {
+			return nil, fmt.Errorf("policy %s: not YAML: %w", nameOrPath, err)
+		}
+	}
 	var f file
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -84,7 +93,7 @@ func Load(nameOrPath string, known []string) (*Policy, error) {
 }
 
 func read(nameOrPath string) ([]byte, error) {
-	if strings.ContainsRune(nameOrPath, os.PathSeparator) || strings.HasSuffix(nameOrPath, ".json") {
+	if strings.ContainsRune(nameOrPath, os.PathSeparator) || slices.Contains([]string{".json", ".yaml", ".yml"}, filepath.Ext(nameOrPath)) {
 		data, err := os.ReadFile(nameOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("policy file: %w", err)

@@ -113,3 +113,23 @@ func TestGuardValidation(t *testing.T) {
 		t.Errorf("default has guardrails: %+v", d.Guard)
 	}
 }
+
+// TestYAMLPolicy: a policy file may be YAML, checked field by field as
+// its JSON form.
+func TestYAMLPolicy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "team.yaml")
+	os.WriteFile(path, []byte("name: team\nsettings:\n  PYBOX_MEMORY: 1g\nguard:\n  max_lines: 50\n  imports_deny: [subprocess]\nmcp_tools: ['filesystem.*']\n"), 0o644)
+	p, err := Load(path, known)
+	if err != nil || p.Settings["PYBOX_MEMORY"] != "1g" || p.Guard.MaxLines != 50 || p.Guard.Deny[0] != "subprocess" || p.MCPTools[0] != "filesystem.*" {
+		t.Fatalf("a YAML policy: %v %+v", err, p)
+	}
+	os.WriteFile(path, []byte("name: team\nguard:\n  max_line: 50\n"), 0o644)
+	if _, err := Load(path, known); err == nil || !strings.Contains(err.Error(), "max_line") {
+		t.Errorf("a YAML policy with a misspelt field: %v", err)
+	}
+	os.WriteFile(path, []byte("name: [unclosed\n"), 0o644)
+	if _, err := Load(path, known); err == nil || !strings.Contains(err.Error(), "not YAML") {
+		t.Errorf("broken YAML: %v", err)
+	}
+}

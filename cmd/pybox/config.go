@@ -145,7 +145,7 @@ func (c *config) commonSettings() []setting {
 		{"session-ttl", "PYBOX_SESSION_TTL", "idle time after which a session ends", dur(&c.SessionTTL, 15*time.Minute)},
 		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program (or stdin text, or appended chunk) accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},
 		{"max-file-size", "PYBOX_MAX_FILE_SIZE", "largest code file the file tools build or read (e.g. 8m)", str(&c.MaxFileBytes, "8m")},
-		{"policy", "PYBOX_POLICY", "policy: default, strict, permissive, or a policy JSON file (its settings apply where no flag or variable is given)", str(&c.Policy, "default")},
+		{"policy", "PYBOX_POLICY", "policy: default, strict, permissive, or a policy file, JSON or YAML (its settings apply where no flag or variable is given)", str(&c.Policy, "default")},
 		{"toolset", "PYBOX_TOOLSET", "tools to list: default, mcp-code-executor, mcp-executor, python-executor, all", str(&c.Toolset, "default")},
 		{"log-level", "PYBOX_LOG_LEVEL", "log level on stderr: debug, info, warn, error", str(&c.LogLevel, "info")},
 		{"debian-mirror", "PYBOX_DEBIAN_MIRROR", "Debian mirror for offline image builds", str(&c.Mirror, "http://deb.debian.org/debian")},
