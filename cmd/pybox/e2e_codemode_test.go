@@ -160,3 +160,19 @@ print(names)
 		}
 	}
 }
+
+// TestCodeModeHTTPServer: a downstream server reached by URL (streamable
+// HTTP, with headers): here another pybox over HTTP, whose execute_code
+// the sandboxed program calls.
+func TestCodeModeHTTPServer(t *testing.T) {
+	remote := startHTTP(t, false)
+	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"remote": map[string]any{
+		"url": remote.url + "/mcp", "headers": map[string]string{"Authorization": "Bearer " + tokenA}}}})
+	os.WriteFile(cfg, b, 0o644)
+	s := startServer(t, "PYBOX_MCP_SERVERS="+cfg)
+	out, res := s.exec(map[string]any{"code": "from pybox_tools import tools\nr = tools.remote.execute_code(code='print(6 * 7)')\nprint(r['stdout'].strip(), r['exit_code'])"})
+	if out.Stdout != "42 0\n" || out.MCPCalls != 1 {
+		t.Errorf("a program calling another pybox over HTTP: %s", text(res))
+	}
+}
