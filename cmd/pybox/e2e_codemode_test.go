@@ -118,13 +118,7 @@ for i in range(3):
 // execute_code lists a folder, reads a file, transforms it and writes the
 // result through the server; the same in a session.
 func TestCodeModeFilesystemServer(t *testing.T) {
-	fsServer := os.Getenv("PYBOX_FS_SERVER")
-	if fsServer == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("PYBOX_FS_SERVER is not set: .ci/run installs the MCP filesystem server and sets it")
-		}
-		t.Skip("PYBOX_FS_SERVER is not set (the npm MCP filesystem server; .ci/run installs it)")
-	}
+	fsServer := ciTool(t, "PYBOX_FS_SERVER", "the npm MCP filesystem server")
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "notes.txt"), []byte("alpha\nbeta\n"), 0o644)
 	os.WriteFile(filepath.Join(data, "other.md"), []byte("# x\n"), 0o644)

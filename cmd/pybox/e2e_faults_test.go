@@ -203,14 +203,7 @@ func TestKilledDuringInstall(t *testing.T) {
 	state := t.TempDir()
 	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state)
 	good := a.envConfig()
-	go a.cs.CallTool(t.Context(), callParams("install_dependencies", map[string]any{"packages": []string{"pyboxdemo"}}))
-	deadline := time.Now().Add(60 * time.Second)
-	for !slices.ContainsFunc(a.containers(), func(c engine.Summary) bool { return c.Labels["pybox.role"] == "install" }) {
-		if time.Now().After(deadline) {
-			t.Fatal("the install container never appeared")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	startInstall(t, a, "pyboxdemo")
 	a.kill()
 	b := packageServer(t, wh, "PYBOX_STATE_DIR="+state) // it reaps before it answers
 	if left := a.containers(); len(left) != 0 {
@@ -235,14 +228,7 @@ func TestTerminatedDuringInstall(t *testing.T) {
 	state := t.TempDir()
 	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state)
 	good := a.envConfig()
-	go a.cs.CallTool(t.Context(), callParams("install_dependencies", map[string]any{"packages": []string{"pyboxdemo"}}))
-	deadline := time.Now().Add(60 * time.Second)
-	for !slices.ContainsFunc(a.containers(), func(c engine.Summary) bool { return c.Labels["pybox.role"] == "install" }) {
-		if time.Now().After(deadline) {
-			t.Fatal("the install container never appeared")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	startInstall(t, a, "pyboxdemo")
 	pid := a.cmd.Process.Pid
 	a.killed = true // its session ends with it
 	start := time.Now()
@@ -268,5 +254,19 @@ func TestTerminatedDuringInstall(t *testing.T) {
 		if out, res := b.exec(map[string]any{"code": "import pyboxdemo\nprint(pyboxdemo.answer())"}); out.Stdout != "42\n" {
 			t.Errorf("the environment says the install finished, but: %s", text(res))
 		}
+	}
+}
+
+// startInstall starts installing pkg on s in the background and returns
+// once its install container is there.
+func startInstall(t *testing.T, s *server, pkg string) {
+	t.Helper()
+	go s.cs.CallTool(t.Context(), callParams("install_dependencies", map[string]any{"packages": []string{pkg}}))
+	deadline := time.Now().Add(60 * time.Second)
+	for !slices.ContainsFunc(s.containers(), func(c engine.Summary) bool { return c.Labels["pybox.role"] == "install" }) {
+		if time.Now().After(deadline) {
+			t.Fatal("the install container never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

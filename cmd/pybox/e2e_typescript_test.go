@@ -40,13 +40,7 @@ await client.close().catch(() => {});
 // client works against pybox serve --http with a bearer token, and is
 // refused without one.
 func TestHTTPTypeScriptClient(t *testing.T) {
-	modules := os.Getenv("PYBOX_NPM_MODULES")
-	if modules == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("PYBOX_NPM_MODULES is not set: .ci/run installs the MCP TypeScript SDK and sets it")
-		}
-		t.Skip("PYBOX_NPM_MODULES is not set (node_modules holding @modelcontextprotocol/sdk; .ci/run installs it)")
-	}
+	modules := ciTool(t, "PYBOX_NPM_MODULES", "node_modules holding the MCP TypeScript SDK")
 	h := startHTTP(t, false)
 	dir := t.TempDir()
 	os.Symlink(modules, filepath.Join(dir, "node_modules"))
@@ -74,4 +68,18 @@ func TestHTTPTypeScriptClient(t *testing.T) {
 	if refused := run("token-of-nobody-000000000000"); refused["error"] == nil || !strings.Contains(refused["error"].(string), "unauthorized") {
 		t.Errorf("the TypeScript client with a wrong token: %v", refused)
 	}
+}
+
+// ciTool is the value of env, which names a tool .ci/run installs: in CI
+// it must be set; elsewhere its absence skips the test.
+func ciTool(t *testing.T, env, what string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set: .ci/run installs %s and sets it", env, what)
+		}
+		t.Skipf("%s is not set (%s; .ci/run installs it)", env, what)
+	}
+	return v
 }
