@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
@@ -54,11 +55,20 @@ func TestPodmanRootful(t *testing.T) {
 		!strings.Contains(lines[2], `"stdout":"['main.py', 'x']\n"`) {
 		t.Errorf("pybox eval on Podman:\n%s\n%s", stdout, stderr)
 	}
-	if left := testenv.Managed(t, pod, nil); len(left) > 1 { // the server's own pool may still be up
-		for _, c := range left {
+	// Runs' containers go in the background: give Podman a moment.
+	var left []string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		left = nil
+		for _, c := range testenv.Managed(t, pod, nil) {
 			if c.Labels["pybox.role"] != "pool" && c.Labels["pybox.role"] != "session" {
-				t.Errorf("left on Podman: %s %v", c.Name, c.Labels)
+				left = append(left, c.Name+" "+c.Labels["pybox.role"])
 			}
 		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("left on Podman: %v", left)
 	}
 }

@@ -198,6 +198,8 @@ def run_once(requests, channel):
         os._exit(0)  # the pool discarded us unused
     if req.get("tools") is not None:
         install_tools(req["tools"], channel)
+    else:
+        close_channel(channel)  # no code mode: the program gets no descriptor of the runner's
     path = req["file"]
     outputs = req.get("outputs") or ""
     os.environ["PYBOX_OUTPUTS"] = outputs
@@ -296,6 +298,8 @@ class Kernel:
         sys.argv = [filename] + [str(a) for a in (req.get("args") or [])]
         if req.get("tools") is not None:
             install_tools(req["tools"], self.channel)
+        else:
+            close_channel(self.channel)
         self.globals.update(req.get("variables") or {})  # bound before the program runs
         run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
         return guarded(run, filename, outputs)
@@ -379,6 +383,16 @@ def install_tools(names, channel):
         mod.call_mcp_tool, mod.list_mcp_tools, mod.tools, mod.MCPToolError = call_mcp_tool, list_mcp_tools, Tools(), MCPToolError
         sys.modules["pybox_tools"] = mod
     mod.AVAILABLE_MCP_TOOLS = list(names)
+
+
+def close_channel(channel):
+    """Close the tool-call pipes (the runner gives them to every worker;
+    without code mode the program must not hold them)."""
+    for fd in channel:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # closed already
 
 
 def worker(mode, requests_fd, ctl_fd, channel):

@@ -126,6 +126,12 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	// Podman refuses while the container is between states ("container
+	// state improper", as it stops on its own): a moment later it goes.
+	for i := 0; err != nil && i < 20 && strings.Contains(err.Error(), "state improper") && ctx.Err() == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
+		err = c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil && !cerrdefs.IsNotFound(err) {
