@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -68,7 +69,37 @@ type Installer struct {
 	Log      *slog.Logger  // nil discards
 
 	group singleflight.Group // one build per layer key at a time
+
+	// Builds outlive the caller that started them (others may wait for the
+	// same layer) but not the Installer: they run on life, which Close
+	// cancels, and Close waits for them.
+	lifeOnce sync.Once
+	life     context.Context
+	stop     context.CancelFunc
+	mu       sync.Mutex
+	closed   bool
+	builds   sync.WaitGroup
 }
+
+// lifetime is the context builds run on.
+func (in *Installer) lifetime() context.Context {
+	in.lifeOnce.Do(func() { in.life, in.stop = context.WithCancel(context.Background()) })
+	return in.life
+}
+
+// Close stops the builds under way (their containers are removed) and
+// waits for them; later installs fail.
+func (in *Installer) Close() {
+	in.lifetime()
+	in.mu.Lock()
+	in.closed = true
+	in.mu.Unlock()
+	in.stop()
+	in.builds.Wait()
+}
+
+// errInstallerClosed: the server is stopping.
+var errInstallerClosed = errors.New("the server is stopping: no install starts")
 
 // layer is one planned install.
 type layer struct {

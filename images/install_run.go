@@ -46,13 +46,21 @@ func (in *Installer) Install(ctx context.Context, env Environment, specs []strin
 
 // layerImage returns the layer's image, building it once however many
 // callers ask at the same time. The build runs detached from any one
-// caller, so a caller giving up does not fail the others.
+// caller, so a caller giving up does not fail the others; Close ends it.
 func (in *Installer) layerImage(ctx context.Context, env Environment, l layer) (engine.Image, bool, string, error) {
 	if img, found, err := in.Engine.InspectImage(ctx, l.tag()); err != nil || found {
 		return img, found, "", err
 	}
 	ch := in.group.DoChan(l.key, func() (any, error) {
-		return in.build(context.WithoutCancel(ctx), env, l)
+		in.mu.Lock()
+		if in.closed {
+			in.mu.Unlock()
+			return nil, errInstallerClosed
+		}
+		in.builds.Add(1)
+		in.mu.Unlock()
+		defer in.builds.Done()
+		return in.build(in.lifetime(), env, l)
 	})
 	select {
 	case r := <-ch:

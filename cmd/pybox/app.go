@@ -162,6 +162,9 @@ func (a *app) closeTenant() {
 	if a.envs != nil {
 		a.envs.Close()
 	}
+	if a.inst != nil {
+		a.inst.Close()
+	}
 	a.sandbox.Close()
 }
 
