@@ -156,3 +156,19 @@ func testSessionIdleExpiry(t *testing.T) {
 		t.Errorf("call after expiry: %q; want a clean session and a note that it expired", text(res))
 	}
 }
+
+// TestSessionKeepsProgramDescriptors: files a session program opened stay
+// open for its next programs (the runner must not close descriptors that
+// once were its own and now are the program's).
+func TestSessionKeepsProgramDescriptors(t *testing.T) {
+	s := startServer(t)
+	if out := s.sessionRun("fds", "import os\nfds = [os.open('/tmp/keep-%d' % i, os.O_CREAT | os.O_WRONLY) for i in range(40)]\nprint(fds)"); out.ExitCode != 0 {
+		t.Fatalf("opening files: %+v", out)
+	}
+	for i := range 2 {
+		out := s.sessionRun("fds", "bad = []\nfor fd in fds:\n    try:\n        os.fstat(fd)\n    except OSError:\n        bad.append(fd)\nprint('closed under us:', bad)")
+		if out.Stdout != "closed under us: []\n" {
+			t.Errorf("program %d of the session: %+v", i+2, out)
+		}
+	}
+}

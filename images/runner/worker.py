@@ -296,10 +296,11 @@ class Kernel:
         sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # with .buffer, like a real stdin
         os.environ["PYBOX_OUTPUTS"] = outputs
         sys.argv = [filename] + [str(a) for a in (req.get("args") or [])]
-        if req.get("tools") is not None:
+        if req.get("tools") is not None and self.channel:
             install_tools(req["tools"], self.channel)
-        else:
+        elif self.channel and req.get("tools") is None:
             close_channel(self.channel)
+            self.channel = ()  # once: those numbers may be the program's descriptors from now on
         self.globals.update(req.get("variables") or {})  # bound before the program runs
         run = lambda: exec(compile(req["code"], filename, "exec"), self.globals)
         return guarded(run, filename, outputs)
