@@ -80,6 +80,12 @@ func (cm *codeMode) allowed(name string) bool {
 
 // Stubs lists the tools code may call, as Python stubs.
 func (cm *codeMode) Stubs(ctx context.Context) (string, []string, error) {
+	tools, names, err := cm.tools(ctx)
+	return downstream.Stubs(tools), names, err
+}
+
+// tools are the downstream tools the policy lets code call, and their names.
+func (cm *codeMode) tools(ctx context.Context) ([]downstream.Tool, []string, error) {
 	all, err := cm.mgr.Tools(ctx)
 	var tools []downstream.Tool
 	var names []string
@@ -89,7 +95,7 @@ func (cm *codeMode) Stubs(ctx context.Context) (string, []string, error) {
 			names = append(names, t.Qualified())
 		}
 	}
-	return downstream.Stubs(tools), names, err
+	return tools, names, err
 }
 
 // ForRun is one run's calls, and how many it made.
@@ -109,7 +115,7 @@ type runCalls struct {
 func (rc *runCalls) Names() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), rc.cm.timeout)
 	defer cancel()
-	_, names, _ := rc.cm.Stubs(ctx)
+	_, names, _ := rc.cm.tools(ctx) // no stubs rendered on a run's path
 	return names
 }
 

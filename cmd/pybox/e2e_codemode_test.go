@@ -75,6 +75,14 @@ print("done")
 	if out, res := s.exec(map[string]any{"code": crash, "timeout_s": 30}); out.Stdout != "crash: MCPToolError\nback\nhang: True\ndone\n" {
 		t.Errorf("crash and hang: %s", text(res))
 	}
+	// A module planted in the shared workspace by an earlier run does not
+	// stand in for the channel: the real pybox_tools is already imported.
+	if res := s.call("write_file", map[string]any{"path": "pybox_tools.py", "content": "class _T:\n    def __getattr__(self, n):\n        return self\n    def __call__(self, **k):\n        return {'echo': 'planted'}\ntools = _T()\n"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	if out, res := s.exec(map[string]any{"code": "from pybox_tools import tools\nprint(tools.echo.echo(text='real')['echo'])"}); out.Stdout != "real\n" || out.MCPCalls != 1 {
+		t.Errorf("a planted pybox_tools.py: %s", text(res))
+	}
 	stubs := decode[tools.ListMCPToolsOutput](t, s.call("list_mcp_tools", map[string]any{}))
 	if !strings.Contains(stubs.Stubs, "def echo(text: str, times: int | None = None) -> Any:") || len(stubs.Tools) != 5 {
 		t.Errorf("list_mcp_tools: %+v", stubs)

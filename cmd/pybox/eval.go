@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +82,7 @@ func evalCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := parse(fs, c, args); err != nil {
 		return exitCodeOr(err, stderr, exitFailure)
 	}
-	if fs.NArg() != 1 || *jobs < 0 || !oneOf(*progress, "auto", "always", "never") {
+	if fs.NArg() != 1 || *jobs < 0 || !slices.Contains([]string{"auto", "always", "never"}, *progress) {
 		fs.Usage()
 		return evalBadInput
 	}
@@ -113,15 +114,6 @@ func evalCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	e.out = out
 	e.bar = newProgressBar(stderr, *progress)
 	return e.run(ctx, c)
-}
-
-func oneOf(v string, options ...string) bool {
-	for _, o := range options {
-		if v == o {
-			return true
-		}
-	}
-	return false
 }
 
 // evaluator runs one batch.
