@@ -311,7 +311,6 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm,
 		outputs.Remove()
 		return nil, err
 	}
-
 	return &warm{conn: c, outputs: outputs, outputsNote: note, started: time.Now()}, nil
 }
 
