@@ -38,8 +38,11 @@ type app struct {
 	progress io.Writer // where long work (image builds, installs) reports
 	tenant   string    // over HTTP with tokens: whose this app is ("" otherwise)
 	metrics  *metrics  // over HTTP: where runs and installs are counted; nil: not counted
-	noticeMu sync.Mutex
-	notice   []string // said once, with the next tool result (a failed preinstall, adopted host settings)
+	// hostChecked: its folders are under ones already found to be the
+	// Docker host's (serve --http checks the roots once, at start).
+	hostChecked bool
+	noticeMu    sync.Mutex
+	notice      []string // said once, with the next tool result (a failed preinstall, adopted host settings)
 }
 
 // addNotice logs msg and keeps it for the model's next tool result.

@@ -66,6 +66,7 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 	if err := base.checkSameHost(ctx, c.StorageDir, c.StateDir); err != nil {
 		return err
 	}
+	base.hostChecked = true // every tenant's folders are under these
 	stopping, stopStreams := context.WithCancel(context.Background())
 	defer stopStreams()
 	t := &tenants{ctx: ctx, stopping: stopping, base: base, byName: map[string]*tenantServer{}, log: base.log}
@@ -296,7 +297,7 @@ func newTenantApp(base *app, name string) (*app, error) {
 		return nil, err
 	}
 	a := &app{cfg: &cfg, log: base.log.With("tenant", name), engine: base.engine, sandbox: sb, image: base.image, user: base.user,
-		progress: base.progress, tenant: name, metrics: base.metrics}
+		progress: base.progress, tenant: name, metrics: base.metrics, hostChecked: base.hostChecked}
 	if err := a.newManager(); err != nil {
 		sb.Close()
 		return nil, err

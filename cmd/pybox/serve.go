@@ -77,8 +77,10 @@ func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
 	} else if n > 0 {
 		a.log.Info("removed containers left by a previous pybox", "count", n)
 	}
-	if err := a.checkSameHost(ctx, store.Path(), sessions.Path(), filepath.Join(c.StateDir, "runs")); err != nil {
-		return fail(err)
+	if !a.hostChecked {
+		if err := a.checkSameHost(ctx, store.Path(), sessions.Path(), filepath.Join(c.StateDir, "runs")); err != nil {
+			return fail(err)
+		}
 	}
 	// The environment is made ready (image built, packages preinstalled) in
 	// the background; when the server stops that work is cancelled.
