@@ -36,6 +36,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building pybox: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// A suite killed midway (its machine stopped, say) leaves its servers'
+	// containers behind; they are not this run's to answer for.
+	if n := len(leftovers(true)); n > 0 {
+		fmt.Fprintf(os.Stderr, "removed %d containers left by an earlier, interrupted test run\n", n)
+	}
 	code := m.Run()
 	if code == 0 {
 		code = checkNoLeftovers()
@@ -202,28 +207,43 @@ func callParams(name string, args map[string]any) *mcp.CallToolParams {
 // checkNoLeftovers fails the suite if any pybox container on this host
 // belongs to a process that no longer runs (every server here has exited).
 func checkNoLeftovers() int {
+	left := leftovers(false)
+	for _, c := range left {
+		fmt.Fprintf(os.Stderr, "leftover container after the suite: %s %v\n", c.Name, c.Labels)
+	}
+	if len(left) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// leftovers lists the pybox containers on this host whose server process
+// no longer runs, removing them when remove is set.
+func leftovers(remove bool) []engine.Summary {
 	eng, err := engine.New(nil)
 	if err != nil {
-		return 0
+		return nil
 	}
 	defer eng.Close()
 	list, err := eng.List(context.Background(), map[string]string{"pybox.managed": "true"})
 	if err != nil {
-		return 0 // no daemon: the Docker tests already skipped or failed
+		return nil // no daemon: the Docker tests already skipped or failed
 	}
 	host, _ := os.Hostname()
-	bad := 0
+	var left []engine.Summary
 	for _, c := range list {
 		pid, _ := strconv.Atoi(c.Labels["pybox.pid"])
-		if c.Labels["pybox.host"] == host && pid > 0 && syscall.Kill(pid, 0) != nil {
-			fmt.Fprintf(os.Stderr, "leftover container after the suite: %s %v\n", c.Name, c.Labels)
-			bad++
+		if c.Labels["pybox.host"] != host || pid <= 0 || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		left = append(left, c)
+		if remove {
+			if err := eng.Remove(context.Background(), c.ID); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
 		}
 	}
-	if bad > 0 {
-		return 1
-	}
-	return 0
+	return left
 }
 
 // hostWatch guards host files an attack must leave alone: a file in a
