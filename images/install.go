@@ -67,6 +67,10 @@ type Installer struct {
 	MaxDepth int           // layers before a rebuild from the base; default 8
 	Timeout  time.Duration // per install; default 10 minutes
 	Log      *slog.Logger  // nil discards
+	// Refuse, when set, is why this installer cannot install on the
+	// configured backend (Kubernetes pulls images, it cannot commit a
+	// container): every install that would build a layer fails with it.
+	Refuse error
 
 	group singleflight.Group // one build per layer key at a time
 

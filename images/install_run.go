@@ -31,6 +31,9 @@ func (in *Installer) Install(ctx context.Context, env Environment, specs []strin
 	if len(missing) == 0 {
 		return InstallResult{Env: env, Cached: true, Duration: time.Since(start)}, nil
 	}
+	if in.Refuse != nil {
+		return InstallResult{}, in.Refuse
+	}
 	l, err := in.plan(ctx, env, missing)
 	if err != nil {
 		return InstallResult{}, err

@@ -19,7 +19,7 @@ import (
 // frame comes from the runner's supervisor (PID 1, unreachable from the
 // program), so what a turn reports is what the program really did.
 type conn struct {
-	k       *engine.Attached
+	k       Attachment
 	frames  *bufio.Reader
 	diag    *tailWriter    // the runner's own stderr (it writes there only when it refuses to start)
 	writers sync.WaitGroup // request writes and tool calls under way
@@ -44,11 +44,17 @@ func (c *conn) halt(why error) {
 func (s *Sandbox) dial(ctx context.Context, spec engine.Spec) (*conn, error) {
 	diag := &tailWriter{max: 2048}
 	spec.Stderr = diag
-	k, err := s.eng.StartAttached(ctx, spec)
+	k, err := s.eng.Start(ctx, spec)
 	if err != nil {
 		return nil, s.explain(err)
 	}
-	c := &conn{k: k, frames: bufio.NewReaderSize(k.Stdout, 64<<10), diag: diag, halted: make(chan struct{})}
+	c := &conn{k: k, frames: bufio.NewReaderSize(k.Output(), 64<<10), diag: diag, halted: make(chan struct{})}
+	// pybox speaks first: the runner says ready once it has read this, so
+	// no backend can miss the frame by attaching late.
+	if _, err := k.Write([]byte("\n")); err != nil {
+		c.destroy(ctx, s.log)
+		return nil, fmt.Errorf("%w: %w", errNotReady, err)
+	}
 	if err := c.awaitReady(ctx, s.log); err != nil {
 		return nil, err
 	}
@@ -219,7 +225,7 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func([]byt
 // is true when the connection to the daemon broke instead, so that nothing
 // is known of the program's end.
 func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) (daemon bool) {
-	log.Warn("runner ended during a program", "container_id", shortID(c.k.ID), "err", why)
+	log.Warn("runner ended during a program", "container_id", shortID(c.k.ContainerID()), "err", why)
 	if errors.Is(why, errFraming) || errors.Is(why, errAborted) {
 		// It may still run, so there is no exit to wait for: we kill it.
 		fmt.Fprintf(stderr, "\npybox: %v\n", why)
@@ -270,7 +276,7 @@ func (c *conn) exited() (engine.Exit, bool) {
 // for those; safe to call more than once.
 func (c *conn) destroy(ctx context.Context, log *slog.Logger) {
 	if err := c.k.Destroy(ctx); err != nil {
-		log.Error("container not removed", "container_id", shortID(c.k.ID), "err", err)
+		log.Error("container not removed", "container_id", shortID(c.k.ContainerID()), "err", err)
 	}
 	c.writers.Wait()
 }

@@ -38,7 +38,8 @@ var (
 
 // Config configures a Sandbox. The zero value of each field means its default.
 type Config struct {
-	Engine        *engine.Client // required
+	Engine        *engine.Client // Docker or Podman; this or Backend is required
+	Backend       Backend        // another backend (Kubernetes); wins over Engine
 	Image         string         // default runtime image; default images.Tag("base")
 	Runtime       string         // OCI runtime (runc, crun, runsc); "" = daemon default
 	User          string         // "uid:gid" programs run as, never root; default SandboxUser()
@@ -65,7 +66,7 @@ type Config struct {
 // Sandbox runs programs. Create it with New.
 type Sandbox struct {
 	cfg       Config
-	eng       *engine.Client
+	eng       Backend
 	slots     *semaphore.Weighted
 	owner     Owner
 	leases    leases
@@ -83,8 +84,11 @@ type Sandbox struct {
 // it may wait a moment for a reaper looking at the fresh lease file) and
 // returns a Sandbox. Close releases it.
 func New(cfg Config) (*Sandbox, error) {
-	if cfg.Engine == nil {
-		return nil, errors.New("sandbox: an engine client is required")
+	if cfg.Backend == nil && cfg.Engine != nil {
+		cfg.Backend = Docker(cfg.Engine)
+	}
+	if cfg.Backend == nil {
+		return nil, errors.New("sandbox: an engine client or a backend is required")
 	}
 	cfg.Image = orDefault(cfg.Image, images.Tag("base"))
 	cfg.User = orDefault(cfg.User, SandboxUser())
@@ -111,7 +115,7 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	s := &Sandbox{
-		cfg: cfg, eng: cfg.Engine, log: cfg.Log,
+		cfg: cfg, eng: cfg.Backend, log: cfg.Log,
 		slots:  semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
 		owner:  owner,
 		sess:   sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},

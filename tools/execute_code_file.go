@@ -44,9 +44,10 @@ func (h *handlers) runFile(ctx context.Context, req *mcp.CallToolRequest, in Exe
 	// In a session the file is not mounted: tracebacks show its path in code storage.
 	r := runRequest{req: req, saved: &saved{file: rel, host: h.cfg.Storage.Abs(rel), shown: rel},
 		session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS, args: args}
-	// A session's container sees only its own folder, so it gets the code
-	// itself; the policy's guardrails need to see it too.
-	if in.SessionID != "" || h.cfg.Guard != nil || h.cfg.GuardRules != nil {
+	// A session's container sees only its own folder, and a scratch run
+	// none, so they get the code itself; the policy's guardrails need to
+	// see it too.
+	if in.SessionID != "" || h.cfg.Scratch || h.cfg.Guard != nil || h.cfg.GuardRules != nil {
 		code, cut, err := h.cfg.Storage.Read(rel, int64(h.cfg.MaxFileBytes))
 		if err != nil {
 			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, err)

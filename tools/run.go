@@ -148,8 +148,12 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	prog := startProgress(ctx, r.req)
 	defer prog.stop()
 	if r.session == "" {
-		res, err := h.cfg.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
-			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
+		p := sandbox.Program{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(),
+			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools}
+		if h.cfg.Scratch { // the program travels with the request; its workspace is its own
+			p.Workspace, p.Source = "", &r.code
+		}
+		res, err := h.cfg.Sandbox.Run(ctx, p)
 		return res, h.runOutputs(ctx, res.Outputs), err
 	}
 	ws, err := h.sessionWorkspace(r)

@@ -22,8 +22,13 @@ type Config struct {
 	// Storage, where no container but the session's own can reach it.
 	// nil: session calls fail with a clear error.
 	Sessions *storage.Dir
-	Envs     Environments // required: the active environment and installs
-	Index    images.Index // package index settings, for reporting
+	// Scratch: stateless runs get no host folder (a backend without host
+	// folders: Kubernetes). The program travels with its request and its
+	// /workspace is the container's own; the file tools still manage code
+	// storage, and execute_code_file sends the stored file's text.
+	Scratch bool
+	Envs    Environments // required: the active environment and installs
+	Index   images.Index // package index settings, for reporting
 	// Ready, when set, blocks until the runtime is usable (the image built
 	// on first use) or returns why it is not.
 	Ready func(ctx context.Context) error

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/internal/kube"
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
 )
@@ -29,6 +30,7 @@ type app struct {
 	cfg      *config
 	log      *slog.Logger
 	engine   *engine.Client
+	backend  sandbox.Backend // nil: Docker (engine); else Kubernetes
 	sandbox  *sandbox.Sandbox
 	envs     *images.Manager
 	inst     *images.Installer
@@ -84,19 +86,26 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.policyRuntime(eng, log); err != nil {
+	backend, err := c.backend(limits, log)
+	if err != nil {
 		eng.Close()
 		return nil, err
 	}
+	if backend == nil {
+		if err := c.policyRuntime(eng, log); err != nil {
+			eng.Close()
+			return nil, err
+		}
+	}
 	user := c.sandboxUser()
-	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: image, Runtime: c.Runtime, User: user, Limits: limits,
+	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits,
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
 		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"), Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
 	}
-	a := &app{cfg: c, log: log, engine: eng, sandbox: sb, image: image, user: user, progress: stderr}
+	a := &app{cfg: c, log: log, engine: eng, backend: backend, sandbox: sb, image: image, user: user, progress: stderr}
 	if err := a.newManager(); err != nil {
 		sb.Close() // ends its lease
 		eng.Close()
@@ -117,6 +126,9 @@ func (a *app) newManager() error {
 	}
 	a.index = idx
 	inst := &images.Installer{Engine: a.engine, Owner: a.sandbox.Owner(), Index: idx, Timeout: a.cfg.InstallTime, Log: a.log}
+	if a.backend != nil {
+		inst.Refuse = errInstallOnKubernetes
+	}
 	a.inst = inst
 	a.envs, err = images.NewManager(images.ManagerConfig{
 		EnsureRuntime: a.ensureRuntime, Installer: inst, Prober: a.sandbox,
@@ -227,6 +239,9 @@ func (c *config) sandboxUser() string {
 // ensureRuntime makes sure the runtime image of variant exists, building
 // it as the build setting says, with progress on the app's progress writer.
 func (a *app) ensureRuntime(ctx context.Context, variant string) error {
+	if a.backend != nil {
+		return nil // the cluster pulls the image (PYBOX_IMAGE); pybox cannot build it there
+	}
 	tag := images.Tag(variant)
 	_, found, err := a.engine.InspectImage(ctx, tag)
 	switch {
@@ -297,6 +312,28 @@ func warmPool(n int) int {
 		return -1
 	}
 	return n
+}
+
+// errInstallOnKubernetes: the Kubernetes backend cannot commit a container
+// into an image layer the cluster could pull.
+var errInstallOnKubernetes = errors.New("installing packages is not available on the Kubernetes backend: pods run images the cluster pulls, " +
+	"and pybox cannot build one there. Build an image with the packages (for example `pybox image build`, then a Dockerfile FROM it " +
+	"that installs them), push it to a registry the cluster pulls from, and set PYBOX_IMAGE to it")
+
+// backend connects the configured non-Docker backend (nil for Docker).
+func (c *config) backend(limits sandbox.Limits, log *slog.Logger) (sandbox.Backend, error) {
+	if c.Backend != "kubernetes" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kb, err := kube.New(ctx, kube.Config{Kubeconfig: c.Kubeconfig, Namespace: c.K8sNamespace, WorkspaceBytes: limits.WorkspaceBytes,
+		OwnerPod: os.Getenv("POD_NAME"), OwnerUID: os.Getenv("POD_UID"), Log: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("sandboxes run as Kubernetes pods", "namespace", kb.Namespace())
+	return sandbox.Kubernetes(kb), nil
 }
 
 // policyRuntime applies the policy's runtime choice when no flag or

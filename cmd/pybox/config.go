@@ -28,6 +28,9 @@ type config struct {
 	Image         string
 	Variant       string
 	Runtime       string
+	Backend       string
+	K8sNamespace  string
+	Kubeconfig    string
 	Timeout       time.Duration
 	MaxTimeout    time.Duration
 	Memory        string
@@ -127,6 +130,9 @@ func (c *config) commonSettings() []setting {
 		{"image", "PYBOX_IMAGE", "runtime image (default pybox-runtime:<variant>)", str(&c.Image, "")},
 		{"variant", "PYBOX_VARIANT", "runtime image variant: base or datascience", str(&c.Variant, "base")},
 		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc); default the daemon's", str(&c.Runtime, "")},
+		{"backend", "PYBOX_BACKEND", "where sandboxes run: docker (Docker or Podman) or kubernetes (a pod each; see the README's Kubernetes section)", str(&c.Backend, "docker")},
+		{"k8s-namespace", "PYBOX_K8S_NAMESPACE", "namespace of the sandbox pods with --backend kubernetes; default the kubeconfig's (in a pod: its own)", str(&c.K8sNamespace, "")},
+		{"kubeconfig", "KUBECONFIG", "kubeconfig file for --backend kubernetes; default the in-cluster config in a pod, else ~/.kube/config", str(&c.Kubeconfig, "")},
 		{"timeout", "PYBOX_TIMEOUT", "default wall-clock limit per run", dur(&c.Timeout, sandbox.DefaultTimeout)},
 		{"max-timeout", "PYBOX_MAX_TIMEOUT", "largest timeout a call may ask for", dur(&c.MaxTimeout, tools.DefaultMaxTimeout)},
 		{"memory", "PYBOX_MEMORY", "memory per run, no extra swap (e.g. 512m, 1g)", str(&c.Memory, "512m")},
@@ -328,6 +334,9 @@ func (c *config) validate() error {
 	case "auto", "online", "offline", "never":
 	default:
 		errs = append(errs, fmt.Errorf("build %q: use auto, online, offline or never", c.Build))
+	}
+	if c.Backend != "docker" && c.Backend != "kubernetes" {
+		errs = append(errs, fmt.Errorf("backend %q: use docker or kubernetes", c.Backend))
 	}
 	if c.MaxTimeout < c.Timeout {
 		errs = append(errs, fmt.Errorf("max timeout %v is below the default timeout %v", c.MaxTimeout, c.Timeout))

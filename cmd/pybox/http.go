@@ -289,14 +289,14 @@ func newTenantApp(base *app, name string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := sandbox.New(sandbox.Config{Engine: base.engine, Image: base.image, Runtime: cfg.Runtime, User: base.user, Limits: limits,
+	sb, err := sandbox.New(sandbox.Config{Engine: base.engine, Backend: base.backend, Image: base.image, Runtime: cfg.Runtime, User: base.user, Limits: limits,
 		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
 		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
 		Log: base.log.With("tenant", name)})
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: &cfg, log: base.log.With("tenant", name), engine: base.engine, sandbox: sb, image: base.image, user: base.user,
+	a := &app{cfg: &cfg, log: base.log.With("tenant", name), engine: base.engine, backend: base.backend, sandbox: sb, image: base.image, user: base.user,
 		progress: base.progress, tenant: name, metrics: base.metrics, hostChecked: base.hostChecked}
 	if err := a.newManager(); err != nil {
 		sb.Close()

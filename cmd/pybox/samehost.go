@@ -38,7 +38,7 @@ func inContainer() bool {
 // an empty host folder to the sandboxes, and files would vanish between
 // the file tools and the programs. Outside a container it checks nothing.
 func (a *app) checkSameHost(ctx context.Context, dirs ...string) error {
-	if !inContainer() {
+	if !inContainer() || a.backend != nil { // pods mount no host folder
 		return nil
 	}
 	if _, found, err := a.engine.InspectImage(ctx, a.image); err == nil && !found {

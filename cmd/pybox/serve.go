@@ -105,7 +105,7 @@ func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
 		modes = cm
 	}
 	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
+		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Scratch: a.backend != nil, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
 		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, GuardRules: c.policy.GuardRules(), CodeMode: modes, Version: version, Log: a.log, Observe: a.observeRun,
 	})
 	if err != nil {

@@ -21,7 +21,10 @@ or from site-packages until a program's request has arrived.
         once:   {"nonce", "file", "stdin" (null = /dev/null), "args", "outputs", "test" (eval)}
         kernel: {"nonce", "code", "filename", "stdin", "outputs"}
     frame    (supervisor -> pybox, stdout): b"PYBOX <nonce> <kind> <len>\\n" + payload
-        ready (nonce "-", before any request), out, err, done ({"code": status}),
+        ready (nonce "-", once pybox has spoken: its first bytes on stdin, a
+        lone newline or a request; a backend that cannot attach before the
+        container starts, such as Kubernetes, would miss a frame written earlier),
+        out, err, done ({"code": status}),
         abort (why the worker was ended: it broke its control pipe),
         policy ({"rule", "detail", "line"}: the request's "guard" rules refused its
         code, checked here before the worker sees it; once: the runner then exits),
@@ -97,6 +100,7 @@ class Supervisor:
         self.once = once
         self.nonce = "-"
         self.inbuf = b""
+        self.greeted = False  # pybox has written: ready was sent
         self.pending = b""  # request bytes not yet written to the worker
         self.served = False  # a request has been taken (once: the one)
         self.closing = False  # stdin ended: the worker gets no more requests
@@ -129,7 +133,6 @@ class Supervisor:
             self.poller.register(fd, select.POLLIN)
 
     def serve(self):
-        frame("-", "ready")
         handlers = {self.req_w: self.feed, self.out_r: self.relay, self.err_r: self.relay,
                     self.ctl_r: self.control, self.wake_r: self.wakeup, 0: self.requests,
                     self.call_r: self.call, self.reply_w: self.reply}
@@ -147,6 +150,11 @@ class Supervisor:
             if not self.pending:
                 os.close(self.req_w)
             return
+        if not self.greeted:
+            self.greeted = True
+            frame("-", "ready")
+            if data[:1] == b"\n":
+                data = data[1:]
         self.inbuf += data
         while True:
             req, self.inbuf = take_request(self.inbuf)

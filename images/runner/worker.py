@@ -208,6 +208,7 @@ def run_once(requests, channel):
     sys.argv = [path] + [str(a) for a in (req.get("args") or [])]
     if req.get("code") is not None:  # the program came with the request (pybox eval)
         try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
                 f.write(req["code"])
         except OSError as e:

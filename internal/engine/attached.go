@@ -85,6 +85,12 @@ func (c *Client) attachedExit(ctx context.Context, id string, r waitResult) Exit
 	return exit
 }
 
+// ContainerID is the container's ID.
+func (a *Attached) ContainerID() string { return a.ID }
+
+// Output is the container's stdout, demultiplexed.
+func (a *Attached) Output() io.Reader { return a.Stdout }
+
 // Write sends p to the container's stdin.
 func (a *Attached) Write(p []byte) (int, error) { return a.hj.Conn.Write(p) }
 

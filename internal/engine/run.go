@@ -166,16 +166,33 @@ func waitError(w container.WaitResponse) error {
 	return nil
 }
 
+// oomKilled asks the daemon whether the OOM killer ended the container
+// (exit 137). The daemon learns of an OOM kill from its own event, which
+// may come a moment after the exit under load: a "no" is asked again for
+// up to oomSettle before it is believed (a container killed by pybox is
+// gone by then, and answers at once).
 func (c *Client) oomKilled(ctx context.Context, id string) bool {
-	ins, err := c.api.ContainerInspect(ctx, id)
-	if err != nil {
-		if !cerrdefs.IsNotFound(err) { // gone: removed by us (killed), not by the OOM killer
-			c.log.Warn("inspect after exit", "container_id", short(id), "err", err)
+	deadline := time.Now().Add(oomSettle)
+	for {
+		ins, err := c.api.ContainerInspect(ctx, id)
+		if err != nil {
+			if !cerrdefs.IsNotFound(err) { // gone: removed by us (killed), not by the OOM killer
+				c.log.Warn("inspect after exit", "container_id", short(id), "err", err)
+			}
+			return false
 		}
-		return false
+		if ins.State != nil && ins.State.OOMKilled {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return ins.State != nil && ins.State.OOMKilled
 }
+
+// oomSettle is how long an exit 137 waits for the daemon's OOM event.
+const oomSettle = 750 * time.Millisecond
 
 // feed copies stdin to the container, then half-closes so it sees EOF.
 func feed(w io.Writer, r io.Reader, closeWrite func() error) {

@@ -1,0 +1,540 @@
+// Package kube is pybox's Kubernetes backend: every container the sandbox
+// asks for (a stateless run, a warm-pool entry, a session, a probe) is a
+// Pod built from the same container contract (PodFor), and the runner's
+// private channel is the pod attach API's stdin and stdout streams, never
+// the network. Pods are labelled for ownership and reaping like Docker
+// containers, name the server's own pod as their owner when it runs in the
+// cluster, and are selected by a deny-all NetworkPolicy the backend keeps.
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/pybox-dev/pybox/internal/contract"
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// NetworkPolicyName is the deny-all policy that selects every pybox pod.
+const NetworkPolicyName = "pybox-sandboxes-deny-all"
+
+// Timeouts of the cluster's bookkeeping.
+const (
+	startTimeout    = 3 * time.Minute  // a pod scheduled, its image there, its container running
+	teardownTimeout = 30 * time.Second // a delete answered
+)
+
+// ErrUnreachable: the API server did not answer.
+var ErrUnreachable = errors.New("the Kubernetes API server is not reachable")
+
+// Config configures the backend.
+type Config struct {
+	// Kubeconfig is the kubeconfig file; "" = the in-cluster config when
+	// pybox runs in a pod, else $KUBECONFIG or ~/.kube/config.
+	Kubeconfig string
+	Namespace  string // where the pods go; "" = the kubeconfig's, or "default"
+	// WorkspaceBytes sizes a session's workspace emptyDir (see PodOptions).
+	WorkspaceBytes int64
+	// OwnerPod and OwnerUID name the pod pybox runs in (from the downward
+	// API); when set, sandbox pods are its dependents.
+	OwnerPod, OwnerUID string
+	Log                *slog.Logger
+}
+
+// Backend runs pybox's containers as pods. Create it with New.
+type Backend struct {
+	cs   kubernetes.Interface
+	rest *rest.Config
+	opts PodOptions
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	strays map[string]bool // pods whose deletion failed: RemoveStrays tries again
+}
+
+// New connects to the cluster, checks that pybox may manage pods in the
+// namespace, and makes sure the deny-all NetworkPolicy exists.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	rc, ns, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Namespace != "" {
+		ns = cfg.Namespace
+	}
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return NewWith(ctx, cs, rc, cfg, ns)
+}
+
+// NewWith is New over a given client and its REST config.
+func NewWith(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, cfg Config, ns string) (*Backend, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	b := &Backend{cs: cs, rest: rc, log: cfg.Log, strays: map[string]bool{},
+		opts: PodOptions{Namespace: ns, WorkspaceBytes: cfg.WorkspaceBytes}}
+	if cfg.OwnerPod != "" && cfg.OwnerUID != "" {
+		b.opts.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: cfg.OwnerPod, UID: types.UID(cfg.OwnerUID)}
+	}
+	if _, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: contract.LabelManaged + "=true"}); err != nil {
+		return nil, b.explain("list pods", err)
+	}
+	if err := b.ensurePolicy(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Namespace is where the backend's pods go.
+func (b *Backend) Namespace() string { return b.opts.Namespace }
+
+func restConfig(kubeconfig string) (*rest.Config, string, error) {
+	if kubeconfig == "" {
+		if rc, err := rest.InClusterConfig(); err == nil {
+			ns := "default"
+			if b, err := readNamespaceFile(); err == nil {
+				ns = b
+			}
+			return rc, ns, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: no usable kubeconfig (set KUBECONFIG, or run pybox in a pod): %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
+	return rc, ns, nil
+}
+
+// ensurePolicy creates the deny-all NetworkPolicy for pybox's pods: no
+// ingress, no egress (the cluster's network plugin must enforce
+// NetworkPolicies for it to hold).
+func (b *Backend) ensurePolicy(ctx context.Context) error {
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: b.opts.Namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "pybox"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{contract.LabelManaged: "true"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+	_, err := b.cs.NetworkingV1().NetworkPolicies(b.opts.Namespace).Create(ctx, np, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return b.explain("create the deny-all NetworkPolicy", err)
+	}
+	return nil
+}
+
+// explain turns API errors into ones that say what to do.
+func (b *Backend) explain(what string, err error) error {
+	var ue *url.Error
+	var ne net.Error
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("kubernetes: %s in namespace %q: forbidden (pybox's account needs the Role in cmd/pybox/kubernetes): %w", what, b.opts.Namespace, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("kubernetes: %s: unauthorized (check the kubeconfig's credentials): %w", what, err)
+	case apierrors.IsNotFound(err) && strings.Contains(err.Error(), "namespaces"):
+		return fmt.Errorf("kubernetes: %s: namespace %q does not exist: %w", what, b.opts.Namespace, err)
+	case errors.As(err, &ue), errors.As(err, &ne):
+		return fmt.Errorf("%w (%s): %w", ErrUnreachable, what, err)
+	}
+	return fmt.Errorf("kubernetes: %s: %w", what, err)
+}
+
+// Create only creates spec's pod; the caller owns its deletion. The
+// request is detached from ctx (an abandoned one may still create it): if
+// ctx ended meanwhile the pod is deleted again.
+func (b *Backend) Create(ctx context.Context, spec engine.Spec) (*corev1.Pod, error) {
+	pod, err := PodFor(spec, b.opts)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	created, err := b.cs.CoreV1().Pods(b.opts.Namespace).Create(cctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return nil, b.explain("create pod", err)
+	}
+	if ctx.Err() != nil {
+		b.Remove(ctx, created.Name)
+		return nil, context.Cause(ctx)
+	}
+	return created, nil
+}
+
+// Start creates spec's pod, waits for its container to run and attaches
+// to its stdin, stdout and stderr.
+func (b *Backend) Start(ctx context.Context, spec engine.Spec) (*Attached, error) {
+	pod, err := b.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	a := &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{})}
+	a.inR, a.inW = io.Pipe()
+	a.outR, a.outW = io.Pipe()
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	running := make(chan error, 1)
+	a.wg.Go(func() { a.follow(pod.ResourceVersion, running) })
+	wait, stop := context.WithTimeout(ctx, startTimeout)
+	defer stop()
+	select {
+	case err = <-running:
+	case <-wait.Done():
+		err = fmt.Errorf("pod %s did not start within %v: %s", pod.Name, startTimeout, a.pending())
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+	}
+	if err == nil {
+		err = a.attach(orDiscard(spec.Stderr))
+	}
+	if err != nil {
+		a.Destroy(ctx)
+		return nil, err
+	}
+	return a, nil
+}
+
+// Run runs spec's pod to completion (probes: no stdin) and deletes it;
+// its log goes to spec.Stdout when it exits 0, else to spec.Stderr.
+func (b *Backend) Run(ctx context.Context, spec engine.Spec) (engine.Exit, error) {
+	spec.Config.OpenStdin = false
+	pod, err := b.Create(ctx, spec)
+	if err != nil {
+		return engine.Exit{}, err
+	}
+	defer b.Remove(ctx, pod.Name)
+	a := &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{})}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	defer func() { a.cancel(); a.wg.Wait() }()
+	running := make(chan error, 1)
+	a.wg.Go(func() { a.follow(pod.ResourceVersion, running) })
+	start := time.Now()
+	var deadline <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	select {
+	case <-a.done:
+	case <-deadline:
+		return engine.Exit{Code: 137, TimedOut: true, Duration: time.Since(start)}, nil
+	case <-ctx.Done():
+		return engine.Exit{Code: 137, Cancelled: true, Duration: time.Since(start)}, context.Cause(ctx)
+	}
+	exit := a.Exit()
+	exit.Duration = time.Since(start)
+	logs, err := b.cs.CoreV1().Pods(b.opts.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: ContainerName}).DoRaw(ctx)
+	if err != nil {
+		return exit, b.explain("read the pod's log", err)
+	}
+	w := spec.Stdout
+	if exit.Code != 0 {
+		w = spec.Stderr
+	}
+	_, _ = orDiscard(w).Write(logs)
+	return exit, nil
+}
+
+// List returns pybox's pods carrying every label. Values Kubernetes does
+// not accept as labels were stored as annotations (splitLabels).
+func (b *Backend) List(ctx context.Context, want map[string]string) ([]engine.Summary, error) {
+	sel, rest := splitLabels(want)
+	list, err := b.cs.CoreV1().Pods(b.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+	if err != nil {
+		return nil, b.explain("list pods", err)
+	}
+	var out []engine.Summary
+	for _, p := range list.Items {
+		all := maps.Clone(p.Labels)
+		maps.Copy(all, p.Annotations)
+		if !matches(all, rest) {
+			continue
+		}
+		out = append(out, engine.Summary{ID: p.Name, Name: p.Name, State: strings.ToLower(string(p.Status.Phase)), Labels: all})
+	}
+	return out, nil
+}
+
+func matches(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Remove deletes a pod at once (no grace period); one already gone counts
+// as removed. It runs on a detached context so a cancelled caller cannot leak.
+func (b *Backend) Remove(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	err := b.cs.CoreV1().Pods(b.opts.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil && !apierrors.IsNotFound(err) {
+		b.strays[name] = true
+		return b.explain("delete pod "+name, err)
+	}
+	delete(b.strays, name)
+	return nil
+}
+
+// RemoveStrays tries again to delete the pods whose deletion failed and
+// returns how many are still left.
+func (b *Backend) RemoveStrays(ctx context.Context) int {
+	b.mu.Lock()
+	names := slices.Collect(maps.Keys(b.strays))
+	b.mu.Unlock()
+	for _, n := range names {
+		_ = b.Remove(ctx, n)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.strays)
+}
+
+// Attached is a running pod with the runner's channel attached.
+type Attached struct {
+	b         *Backend
+	name      string
+	inR, outR *io.PipeReader
+	inW, outW *io.PipeWriter
+	ctx       context.Context // ends the watch and the attach stream
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	done      chan struct{} // closed when the container has ended
+	ended     chan struct{} // closed when the attach stream has ended
+	exit      engine.Exit
+	last      *corev1.Pod // the latest state seen, for errors
+	lastMu    sync.Mutex
+	once      sync.Once
+	endedOnce sync.Once
+}
+
+func (a *Attached) ContainerID() string         { return a.name }
+func (a *Attached) Output() io.Reader           { return a.outR }
+func (a *Attached) Write(p []byte) (int, error) { return a.inW.Write(p) }
+func (a *Attached) Done() <-chan struct{}       { return a.done }
+func (a *Attached) Exit() engine.Exit           { return a.exit }
+func (a *Attached) Broken() bool                { return closed(a.ended) }
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// readNamespaceFile is the namespace of the pod pybox runs in.
+func readNamespaceFile() (string, error) {
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return strings.TrimSpace(string(b)), err
+}
+
+// attach opens the attach stream (websocket, or SPDY on older servers)
+// and copies it until it ends.
+func (a *Attached) attach(stderr io.Writer) error {
+	req := a.b.cs.CoreV1().RESTClient().Post().Namespace(a.b.opts.Namespace).Resource("pods").Name(a.name).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: ContainerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	spdy, err := remotecommand.NewSPDYExecutor(a.b.rest, "POST", req.URL())
+	if err != nil {
+		return fmt.Errorf("attach to pod %s: %w", a.name, err)
+	}
+	ws, err := remotecommand.NewWebSocketExecutor(a.b.rest, "GET", req.URL().String())
+	if err != nil {
+		return fmt.Errorf("attach to pod %s: %w", a.name, err)
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return fmt.Errorf("attach to pod %s: %w", a.name, err)
+	}
+	a.wg.Go(func() {
+		err := exec.StreamWithContext(a.ctx, remotecommand.StreamOptions{Stdin: a.inR, Stdout: a.outW, Stderr: stderr})
+		if err == nil {
+			err = io.EOF
+		}
+		a.outW.CloseWithError(err)
+		a.endedOnce.Do(func() { close(a.ended) })
+	})
+	return nil
+}
+
+// follow watches the pod: it reports on running when its container runs
+// (or an error when it cannot), then closes done with its exit.
+func (a *Attached) follow(rv string, running chan<- error) {
+	defer a.endedOnce.Do(func() { close(a.ended) })
+	pods := a.b.cs.CoreV1().Pods(a.b.opts.Namespace)
+	told := false
+	tell := func(err error) {
+		if !told {
+			told = true
+			running <- err
+		}
+	}
+	finish := func(x engine.Exit) {
+		a.exit = x
+		close(a.done)
+	}
+	for a.ctx.Err() == nil {
+		w, err := pods.Watch(a.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + a.name, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			if a.ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Second) // the API server away, say: try again
+			if p, gerr := pods.Get(a.ctx, a.name, metav1.GetOptions{}); gerr == nil {
+				rv = p.ResourceVersion
+			} else if apierrors.IsNotFound(gerr) {
+				tell(fmt.Errorf("pod %s was deleted before it ran", a.name))
+				finish(engine.Exit{Code: -1, Lost: true})
+				return
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue // a bookmark, or an error: the watch restarts from rv
+			}
+			rv = p.ResourceVersion
+			a.lastMu.Lock()
+			a.last = p
+			a.lastMu.Unlock()
+			if ev.Type == "DELETED" {
+				w.Stop()
+				tell(fmt.Errorf("pod %s was deleted before it ran", a.name))
+				finish(engine.Exit{Code: 137})
+				return
+			}
+			st := containerState(p)
+			if why := startFailure(p, st); why != "" {
+				w.Stop()
+				tell(fmt.Errorf("pod %s cannot start: %s", a.name, why))
+				finish(engine.Exit{Code: -1})
+				return
+			}
+			if st != nil && st.Running != nil {
+				tell(nil)
+			}
+			if st != nil && st.Terminated != nil {
+				w.Stop()
+				tell(fmt.Errorf("pod %s ended before pybox could attach (exit %d: %s)", a.name, st.Terminated.ExitCode, st.Terminated.Reason))
+				finish(engine.Exit{Code: int(st.Terminated.ExitCode), OOMKilled: st.Terminated.Reason == "OOMKilled"})
+				return
+			}
+		}
+	}
+	tell(context.Cause(a.ctx))
+	finish(engine.Exit{Code: 137, Cancelled: true})
+}
+
+func containerState(p *corev1.Pod) *corev1.ContainerState {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == ContainerName {
+			return &s.State
+		}
+	}
+	return nil
+}
+
+// startFailure says why a pod will not start, or "".
+func startFailure(p *corev1.Pod, st *corev1.ContainerState) string {
+	if st != nil && st.Waiting != nil {
+		switch st.Waiting.Reason {
+		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+			return st.Waiting.Reason + ": " + st.Waiting.Message
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed && (st == nil || st.Terminated == nil) {
+		return "the pod failed: " + p.Status.Reason + " " + p.Status.Message
+	}
+	return ""
+}
+
+// pending describes why the pod is not running yet.
+func (a *Attached) pending() string {
+	a.lastMu.Lock()
+	p := a.last
+	a.lastMu.Unlock()
+	if p == nil {
+		return "no status yet"
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "phase %s", p.Status.Phase)
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			fmt.Fprintf(&b, "; %s: %s", c.Reason, c.Message)
+		}
+	}
+	if st := containerState(p); st != nil && st.Waiting != nil {
+		fmt.Fprintf(&b, "; %s %s", st.Waiting.Reason, st.Waiting.Message)
+	}
+	return b.String()
+}
+
+// Destroy deletes the pod and waits for the watch and the stream. It is
+// idempotent.
+func (a *Attached) Destroy(ctx context.Context) error {
+	var err error
+	a.once.Do(func() {
+		err = a.b.Remove(ctx, a.name)
+		if a.inW != nil {
+			a.inW.CloseWithError(io.ErrClosedPipe)
+			a.outR.CloseWithError(io.ErrClosedPipe)
+		}
+		a.cancel()
+		a.wg.Wait()
+	})
+	return err
+}

@@ -1,0 +1,342 @@
+package kube_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/mount"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/internal/kube"
+	"github.com/pybox-dev/pybox/internal/testenv"
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+var (
+	cpOnce sync.Once
+	cp     *testenv.ControlPlane
+	cpErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cp != nil {
+		cp.Stop()
+		os.RemoveAll(cp.Dir)
+	}
+	os.Exit(code)
+}
+
+// cluster is a real etcd and kube-apiserver shared by the package's tests.
+func cluster(t *testing.T) *testenv.ControlPlane {
+	t.Helper()
+	bin := testenv.KubeBin(t)
+	cpOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pybox-k8s-")
+		if err != nil {
+			cpErr = err
+			return
+		}
+		cp, cpErr = testenv.StartControlPlane(bin, dir)
+	})
+	if cpErr != nil {
+		t.Fatal(cpErr)
+	}
+	return cp
+}
+
+// namespace makes a fresh namespace with its default ServiceAccount (no
+// controller-manager runs to make it) and returns an admin client.
+func namespace(t *testing.T, c *testenv.ControlPlane) (kubernetes.Interface, string) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(c.Admin)
+	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(ns) > 50 {
+		ns = ns[:50]
+	}
+	ns = strings.Trim(ns, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	ctx := t.Context()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cs, ns
+}
+
+// runSpec is a stateless run's container, as the sandbox builds it.
+func runSpec(name, runtime string) engine.Spec {
+	cmd := append([]string{"/opt/venv/bin/python"}, "-c", "print(1)")
+	plan := sandbox.Plan{Image: "pybox-runtime:base", Cmd: cmd, User: "10001:10001", Env: map[string]string{"HOME": "/tmp"},
+		Scratch: true, Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelOwner: "abc", sandbox.LabelLease: "/state/owners/abc.lock"},
+		Runtime: runtime, Stdin: true, Limits: sandbox.Limits{}.WithDefaults()}
+	cfg, host := sandbox.ContainerConfig(plan)
+	return engine.Spec{Name: name, Config: cfg, Host: host}
+}
+
+// TestPodsCarryTheContract: what the API server stored for a sandbox pod
+// carries the full hardening of the container contract, and the namespace
+// has the deny-all NetworkPolicy.
+func TestPodsCarryTheContract(t *testing.T) {
+	c := cluster(t)
+	cs, ns := namespace(t, c)
+	ctx := t.Context()
+	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{WorkspaceBytes: 64 << 20}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := b.Create(ctx, runSpec("pybox-run-abc-1", "gvisor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pod.Spec
+	if len(s.Containers) != 1 {
+		t.Fatalf("containers: %d", len(s.Containers))
+	}
+	ct := s.Containers[0]
+	sc := ct.SecurityContext
+	checks := map[string]bool{
+		"runs as 10001:10001, non-root": *sc.RunAsUser == 10001 && *sc.RunAsGroup == 10001 && *sc.RunAsNonRoot && *s.SecurityContext.RunAsNonRoot,
+		"every capability dropped":      sc.Capabilities != nil && len(sc.Capabilities.Drop) == 1 && sc.Capabilities.Drop[0] == "ALL" && len(sc.Capabilities.Add) == 0,
+		"no privilege escalation":       sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation && !*sc.Privileged,
+		"read-only root":                *sc.ReadOnlyRootFilesystem,
+		"seccomp RuntimeDefault":        sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault && s.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"no service-account token":      s.AutomountServiceAccountToken != nil && !*s.AutomountServiceAccountToken,
+		"no service links":              s.EnableServiceLinks != nil && !*s.EnableServiceLinks,
+		"never restarted":               s.RestartPolicy == corev1.RestartPolicyNever,
+		"gVisor runtime class":          s.RuntimeClassName != nil && *s.RuntimeClassName == "gvisor",
+		"host namespaces unshared":      !s.HostNetwork && !s.HostPID && !s.HostIPC,
+		"stdin for the runner":          ct.Stdin && !ct.TTY,
+		"memory limit 512Mi":            ct.Resources.Limits.Memory().Cmp(resource.MustParse("512Mi")) == 0,
+		"CPU limit":                     !ct.Resources.Limits.Cpu().IsZero(),
+		"labelled for the policy":       pod.Labels[sandbox.LabelManaged] == "true" && pod.Labels[sandbox.LabelOwner] == "abc",
+		"lease path kept as annotation": pod.Annotations[sandbox.LabelLease] == "/state/owners/abc.lock",
+	}
+	for what, ok := range checks {
+		if !ok {
+			t.Errorf("stored pod: not %s", what)
+		}
+	}
+	mounts := map[string]*corev1.EmptyDirVolumeSource{}
+	for _, m := range ct.VolumeMounts {
+		for _, v := range s.Volumes {
+			if v.Name == m.Name {
+				mounts[m.MountPath] = v.EmptyDir
+			}
+		}
+	}
+	for _, p := range []string{"/tmp", "/workspace"} {
+		if v := mounts[p]; v == nil || v.Medium != corev1.StorageMediumMemory || v.SizeLimit == nil || v.SizeLimit.IsZero() {
+			t.Errorf("%s: want a sized memory-backed emptyDir, got %+v", p, v)
+		}
+	}
+	np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, kube.NetworkPolicyName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the deny-all NetworkPolicy: %v", err)
+	}
+	if np.Spec.PodSelector.MatchLabels[sandbox.LabelManaged] != "true" || len(np.Spec.PolicyTypes) != 2 || len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 0 {
+		t.Errorf("NetworkPolicy is not deny-all for pybox pods: %+v", np.Spec)
+	}
+	// Refused, and nothing created: a host folder elsewhere than /workspace.
+	bad := runSpec("pybox-run-abc-2", "")
+	bad.Host.Mounts = append(bad.Host.Mounts, hostMount("/etc", "/host-etc"))
+	if _, err := b.Create(ctx, bad); !errors.Is(err, kube.ErrUnsupported) {
+		t.Errorf("a host folder at /host-etc: %v, want ErrUnsupported", err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, "pybox-run-abc-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused pod exists: %v", err)
+	}
+}
+
+// TestRBAC: pybox's account without the Role of cmd/pybox/kubernetes gets
+// a clear error naming it; with it, pybox manages its pods, and nothing
+// beyond (secrets, other namespaces).
+func TestRBAC(t *testing.T) {
+	c := cluster(t)
+	cs, ns := namespace(t, c)
+	ctx := t.Context()
+	objs := rbacObjects(t)
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, objs.sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token := saToken(t, cs, ns, objs.sa.Name)
+	kubeconfig, err := c.Kubeconfig("pybox-"+ns, token, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kube.New(ctx, kube.Config{Kubeconfig: kubeconfig})
+	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "cmd/pybox/kubernetes") {
+		t.Fatalf("without the Role: %v; want a forbidden error naming the manifests", err)
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, objs.role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, objs.binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var b *kube.Backend
+	if !testenv.WaitFor(ctx, func() bool { b, err = kube.New(ctx, kube.Config{Kubeconfig: kubeconfig}); return err == nil }) {
+		t.Fatalf("with the Role: %v", err)
+	}
+	if b.Namespace() != ns {
+		t.Errorf("namespace %q, want the kubeconfig's %q", b.Namespace(), ns)
+	}
+	pod, err := b.Create(ctx, runSpec("pybox-run-rbac-1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := b.List(ctx, map[string]string{sandbox.LabelOwner: "abc"}); err != nil || len(list) != 1 {
+		t.Errorf("list: %v %v", list, err)
+	}
+	if err := b.Remove(ctx, pod.Name); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+	sa := kubernetes.NewForConfigOrDie(c.Config(token))
+	for _, ra := range []authzv1.ResourceAttributes{
+		{Namespace: ns, Verb: "get", Resource: "secrets"},
+		{Namespace: "default", Verb: "create", Resource: "pods"},
+		{Namespace: ns, Verb: "create", Resource: "pods", Subresource: "exec"},
+	} {
+		r, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed {
+			t.Errorf("the Role allows more than the backend needs: %s %s/%s in %s", ra.Verb, ra.Resource, ra.Subresource, ra.Namespace)
+		}
+	}
+}
+
+// TestReapByLabel: pods a gone pybox left (its lease released, not held)
+// are removed by the next one on the same state, found by their labels
+// and the lease path kept as an annotation; a live owner's pods stay.
+func TestReapByLabel(t *testing.T) {
+	c := cluster(t)
+	cs, ns := namespace(t, c)
+	ctx := t.Context()
+	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := filepath.Join(t.TempDir(), "owners")
+	newSandbox := func() *sandbox.Sandbox {
+		sb, err := sandbox.New(sandbox.Config{Backend: sandbox.Kubernetes(b), LeaseDir: leases, WarmPool: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	podOf := func(sb *sandbox.Sandbox, role string) string {
+		spec := runSpec(sb.Owner().ContainerName(role), "")
+		spec.Config.Labels = sb.Owner().Labels(role)
+		p, err := b.Create(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Name
+	}
+	gone := newSandbox()
+	left := []string{podOf(gone, "run"), podOf(gone, "session")}
+	gone.Close() // its pods stay (as after a crash): the lease is released, not removed
+	live := newSandbox()
+	defer live.Close()
+	mine := podOf(live, "run")
+	n, err := live.ReapOrphans(ctx)
+	if err != nil || n != len(left) {
+		t.Fatalf("reaped %d, %v; want %d", n, err, len(left))
+	}
+	for _, name := range left {
+		if p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
+			t.Errorf("the gone owner's pod %s is still there", name)
+		}
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, mine, metav1.GetOptions{}); err != nil {
+		t.Errorf("the live owner's pod: %v", err)
+	}
+	if err := b.Remove(ctx, mine); err != nil {
+		t.Error(err)
+	}
+}
+
+type rbac struct {
+	sa      *corev1.ServiceAccount
+	role    *rbacv1.Role
+	binding *rbacv1.RoleBinding
+}
+
+// rbacObjects reads the ServiceAccount, Role and RoleBinding users apply.
+func rbacObjects(t *testing.T) rbac {
+	t.Helper()
+	raw, err := os.ReadFile("../../cmd/pybox/kubernetes/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out rbac
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			t.Fatal(err)
+		}
+		var target any
+		switch kind.Kind {
+		case "ServiceAccount":
+			out.sa = &corev1.ServiceAccount{}
+			target = out.sa
+		case "Role":
+			out.role = &rbacv1.Role{}
+			target = out.role
+		case "RoleBinding":
+			out.binding = &rbacv1.RoleBinding{}
+			target = out.binding
+		default:
+			t.Fatalf("rbac.yaml: unexpected kind %q", kind.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), target); err != nil {
+			t.Fatalf("rbac.yaml %s: %v", kind.Kind, err)
+		}
+	}
+	if out.sa == nil || out.role == nil || out.binding == nil {
+		t.Fatal("rbac.yaml lacks its ServiceAccount, Role or RoleBinding")
+	}
+	return out
+}
+
+// saToken asks the API server for a token of ServiceAccount name.
+func saToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func hostMount(src, dst string) mount.Mount {
+	return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst}
+}

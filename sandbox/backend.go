@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/internal/kube"
+)
+
+// Backend is what a Sandbox needs from the engine that runs its
+// containers: Docker or Podman (internal/engine, through Docker) or
+// Kubernetes (internal/kube, a Pod per container). Specs are the Docker
+// shape of the container contract (ContainerConfig); a backend maps them
+// to its own objects, and refuses what it cannot honour.
+type Backend interface {
+	// Start creates and starts spec's container with its stdin and stdout
+	// attached: the runner's private channel. spec.Stderr receives stderr.
+	Start(ctx context.Context, spec engine.Spec) (Attachment, error)
+	// Run runs spec to completion and removes it (probes).
+	Run(ctx context.Context, spec engine.Spec) (engine.Exit, error)
+	// List returns the containers carrying every label.
+	List(ctx context.Context, labels map[string]string) ([]engine.Summary, error)
+	// Remove force-removes a container; one already gone counts as removed.
+	Remove(ctx context.Context, id string) error
+	// RemoveStrays retries the removals that failed and returns how many
+	// containers are still left.
+	RemoveStrays(ctx context.Context) int
+}
+
+// Attachment is a started container and the runner's channel to it.
+type Attachment interface {
+	ContainerID() string
+	Output() io.Reader                 // its stdout (the runner's frames)
+	Write(p []byte) (int, error)       // to its stdin
+	Broken() bool                      // nothing more can be exchanged with it
+	Done() <-chan struct{}             // closed once it has exited
+	Exit() engine.Exit                 // how it ended; valid after Done
+	Destroy(ctx context.Context) error // kill and remove it; idempotent
+}
+
+// Docker is the Docker (or Podman) backend over c.
+func Docker(c *engine.Client) Backend { return docker{c} }
+
+type docker struct{ *engine.Client }
+
+func (d docker) Start(ctx context.Context, spec engine.Spec) (Attachment, error) {
+	a, err := d.StartAttached(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Kubernetes is the Kubernetes backend over b: a pod per container.
+func Kubernetes(b *kube.Backend) Backend { return kubernetes{b} }
+
+type kubernetes struct{ *kube.Backend }
+
+func (k kubernetes) Start(ctx context.Context, spec engine.Spec) (Attachment, error) {
+	a, err := k.Backend.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
