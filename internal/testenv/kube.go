@@ -182,11 +182,7 @@ func (cp *ControlPlane) waitReady(limit time.Duration) error {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	b, _ := os.ReadFile(filepath.Join(cp.Dir, "apiserver.log"))
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return fmt.Errorf("kube-apiserver not ready within %v; its log ends:\n%s", limit, b)
+	return fmt.Errorf("kube-apiserver not ready within %v; its log ends:\n%s", limit, tail(filepath.Join(cp.Dir, "apiserver.log"), 4000))
 }
 
 // Stop kills the API server and etcd.

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
+)
+
+// TestKubernetesNode drives the real binary with PYBOX_BACKEND=kubernetes
+// against a real control plane and a real node (containerd, CNI, kubelet,
+// scheduler): execute_code, a session, a timeout and a cancelled call run
+// end to end as pods, and no pod is left behind.
+func TestKubernetesNode(t *testing.T) {
+	bin := testenv.KubeBin(t)
+	if why := testenv.KubeNodeReady(bin); why != "" {
+		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
+			t.Fatalf("PYBOX_REQUIRE_K8S is set but no node can run here: %s", why)
+		}
+		t.Skip(why)
+	}
+	eng := testenv.Docker(t)
+	image := testenv.RuntimeImage(t, eng, "base")
+	cp, err := testenv.StartControlPlane(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop) // cleanups run last first: after the server's and the node's
+	node, err := testenv.StartNode(cp, bin, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	cs := kubernetes.NewForConfigOrDie(cp.Admin)
+	ctx := t.Context()
+	const ns = "sandboxes"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.Kubeconfig("pybox", "admin-token", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := func() []corev1.Pod {
+		list, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+	// After the server has exited (its cleanup runs first): no pod is left.
+	t.Cleanup(func() {
+		wait, stop := context.WithTimeout(context.Background(), 60*time.Second)
+		defer stop()
+		if !testenv.WaitFor(wait, func() bool { return len(pods()) == 0 }) {
+			var names []string
+			for _, p := range pods() {
+				names = append(names, p.Name+" "+string(p.Status.Phase))
+			}
+			t.Errorf("pods left after the server exited: %v", names)
+		}
+		if t.Failed() {
+			for _, p := range pods() {
+				t.Logf("pod %s: %s %+v %+v", p.Name, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+			}
+			for _, l := range []string{"kubelet", "scheduler", "containerd"} {
+				t.Logf("%s log:\n%s", l, node.Log(l))
+			}
+		}
+	})
+
+	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
+	out, _ := s.exec(map[string]any{"code": "import os, socket\nprint(6 * 7, os.getuid(), os.getcwd())\nprint(sorted(os.listdir('.')))", "timeout_s": 120})
+	if out.ExitCode != 0 || !strings.HasPrefix(out.Stdout, "42 10001 /workspace\n") {
+		t.Fatalf("execute_code as a pod: %+v", out)
+	}
+	// Warm: the pool's pod answers.
+	out, _ = s.exec(map[string]any{"code": "import sys\nprint('warm', file=sys.stderr)\nraise SystemExit(3)", "timeout_s": 60})
+	if out.ExitCode != 3 || out.Stderr != "warm\n" {
+		t.Errorf("second run: %+v", out)
+	}
+	// A session keeps its variables in its pod.
+	s.exec(map[string]any{"code": "x = 41", "session_id": "k", "timeout_s": 120})
+	out, _ = s.exec(map[string]any{"code": "x += 1\nprint(x)", "session_id": "k", "timeout_s": 60})
+	if out.Stdout != "42\n" {
+		t.Errorf("session: %+v", out)
+	}
+	// A timeout deletes the pod and says so.
+	out, res := s.exec(map[string]any{"code": "import time\nprint('start', flush=True)\ntime.sleep(600)", "timeout_s": 3})
+	if !out.TimedOut || !res.IsError || !strings.Contains(out.Stdout, "start") {
+		t.Errorf("timeout: %+v", out)
+	}
+	// A cancelled call ends its pod.
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { time.Sleep(4 * time.Second); cancel() }()
+	_, err = s.cs.CallTool(cctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "import time\ntime.sleep(600)", "timeout_s": 300}})
+	if err == nil {
+		t.Error("the cancelled call returned a result")
+	}
+	out, _ = s.exec(map[string]any{"code": "print('after')", "timeout_s": 60})
+	if out.Stdout != "after\n" {
+		t.Errorf("a run after the cancellation: %+v", out)
+	}
+	s.call("close_session", map[string]any{"session_id": "k"})
+}
