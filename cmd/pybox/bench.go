@@ -48,6 +48,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	evalMode := fs.Bool("eval", false, "measure `pybox eval` throughput instead (samples/s against a docker run loop and a pybox run loop of -n samples)")
 	evalTrivial := fs.Int("eval-trivial", 500, "with -eval: samples in the trivial batch")
 	evalWork := fs.Int("eval-work", 200, "with -eval: samples in the real-work batch")
+	kubeconfig := fs.String("kubernetes", "", "measure the Kubernetes backend instead, with this kubeconfig: warm, cold and session latency as pods, beside the same rows on Docker")
 	codeModeBench := fs.Bool("codemode", false, "measure code mode instead: one workflow as three direct tool calls and as one execute_code calling them (time and context bytes)")
 	if err := parse(fs, c, args); err != nil {
 		return err
@@ -75,6 +76,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchEval(ctx, a.image, c.forwardFlags(fs), *evalTrivial, *evalWork, *n, *jsonOut, stdout, stderr)
 	}
 	b := &bench{n: *n, image: a.image, stderr: stderr, eng: a.engine}
+	if *kubeconfig != "" {
+		serve := c.forwardFlags(fs)
+		rep := benchReport{Image: b.image, Rows: b.latencyRows(ctx, serve, " [docker]")}
+		rep.Rows = append(rep.Rows, b.latencyRows(ctx, serve, " [kubernetes]", "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+*kubeconfig)...)
+		return writeReport(rep, *jsonOut, stdout)
+	}
 	if v, err := a.engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && c.Runtime == "" {
 		b.runtimes = []string{"runc", "runsc"} // the latency rows again under gVisor, beside runc
 	}

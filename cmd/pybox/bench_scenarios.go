@@ -138,7 +138,18 @@ func dockerRunPrint1(ctx context.Context, image string, flags ...string) error {
 // docker run, under one OCI runtime, each in a fresh server: the rows
 // that show what gVisor costs beside runc.
 func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime string) []benchRow {
-	tag := " [" + runtime + "]"
+	rows := b.latencyRows(ctx, serveArgs, " ["+runtime+"]", "PYBOX_RUNTIME="+runtime)
+	row, err := b.measure(scenario{name: "docker run --rm --runtime " + runtime + " IMAGE python -c 'print(1)'",
+		call: func(int) error { return dockerRunPrint1(ctx, b.image, "--runtime", runtime) }})
+	if err != nil {
+		row.Skipped = err.Error()
+	}
+	return append(rows, row)
+}
+
+// latencyRows measures warm, back-to-back, cold and session latency in
+// fresh servers with env added, each row's name ending in tag.
+func (b *bench) latencyRows(ctx context.Context, serveArgs []string, tag string, env ...string) []benchRow {
 	var rows []benchRow
 	measure := func(sc scenario) {
 		row, err := b.measure(sc)
@@ -150,7 +161,7 @@ func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime str
 	}
 	print1 := map[string]any{"code": "print(1)"}
 	for _, pool := range []string{"2", "0"} {
-		cs, stop, err := b.connect(ctx, serveArgs, "PYBOX_RUNTIME="+runtime, "PYBOX_WARM_POOL="+pool)
+		cs, stop, err := b.connect(ctx, serveArgs, append(slices.Clone(env), "PYBOX_WARM_POOL="+pool)...)
 		if err != nil {
 			return append(rows, benchRow{Name: "execute_code" + tag, Skipped: err.Error()})
 		}
@@ -166,8 +177,6 @@ func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime str
 		}
 		stop()
 	}
-	measure(scenario{name: "docker run --rm --runtime " + runtime + " IMAGE python -c 'print(1)'",
-		call: func(int) error { return dockerRunPrint1(ctx, b.image, "--runtime", runtime) }})
 	return rows
 }
 

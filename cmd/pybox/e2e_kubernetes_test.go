@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +116,39 @@ func TestKubernetesNode(t *testing.T) {
 		t.Errorf("a run after the cancellation: %+v", out)
 	}
 	s.call("close_session", map[string]any{"session_id": "k"})
+
+	// pybox bench -kubernetes: the latency rows as pods, beside Docker's.
+	n := cmp.Or(os.Getenv("PYBOX_K8S_BENCH_N"), "3")
+	bench := exec.CommandContext(ctx, pyboxBin, "bench", "-n", n, "-kubernetes", kubeconfig, "-json", "-")
+	bench.Env = append(os.Environ(), "PYBOX_BUILD=never", "PYBOX_IMAGE="+image)
+	var berr strings.Builder
+	bench.Stderr = &berr
+	js, err := bench.Output()
+	if err != nil {
+		t.Fatalf("pybox bench -kubernetes: %v\n%s", err, berr.String())
+	}
+	var rep struct {
+		Rows []struct {
+			Name    string  `json:"name"`
+			P50     float64 `json:"p50_ms"`
+			P95     float64 `json:"p95_ms"`
+			Skipped string  `json:"skipped"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatalf("bench report: %v\n%s", err, js)
+	}
+	kube := 0
+	for _, r := range rep.Rows {
+		t.Logf("%-70s p50 %8.1f ms  p95 %8.1f ms %s", r.Name, r.P50, r.P95, r.Skipped)
+		if r.Skipped != "" || r.P50 <= 0 {
+			t.Errorf("bench row %q: skipped %q, p50 %v", r.Name, r.Skipped, r.P50)
+		}
+		if strings.HasSuffix(r.Name, "[kubernetes]") {
+			kube++
+		}
+	}
+	if kube != 4 {
+		t.Errorf("%d Kubernetes rows, want 4 (warm, back to back, session, cold)", kube)
+	}
 }
