@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -443,15 +444,20 @@ func (a *Attached) follow(rv string, running chan<- error) {
 			continue
 		}
 		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				rv = "" // expired, say: the next watch starts from the pod's state now
+				w.Stop()
+				break
+			}
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
-				continue // a bookmark, or an error: the watch restarts from rv
+				continue
 			}
 			rv = p.ResourceVersion
 			a.lastMu.Lock()
 			a.last = p
 			a.lastMu.Unlock()
-			if ev.Type == "DELETED" {
+			if ev.Type == watch.Deleted {
 				w.Stop()
 				tell(fmt.Errorf("pod %s was deleted before it ran", a.name))
 				finish(engine.Exit{Code: 137})

@@ -1,0 +1,98 @@
+package kube
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/pybox-dev/pybox/internal/contract"
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+func spec() engine.Spec {
+	host := contract.Hardened("none")
+	host.ReadonlyRootfs = true
+	host.Tmpfs = map[string]string{"/tmp": "rw,size=1048576"}
+	host.Resources = container.Resources{Memory: 256 << 20, NanoCPUs: 5e8}
+	return engine.Spec{Name: "/Pybox-run-x-1", Config: &container.Config{Image: "img", User: "10001:10001", Cmd: []string{"python"},
+		Labels: map[string]string{contract.LabelOwner: "x", contract.LabelLease: "/a/b.lock"}}, Host: host}
+}
+
+// TestPodForRefuses: what a pod cannot honour is an error, never dropped.
+func TestPodForRefuses(t *testing.T) {
+	for name, edit := range map[string]func(*engine.Spec){
+		"an added capability":  func(s *engine.Spec) { s.Host.CapAdd = []string{"NET_ADMIN"} },
+		"capabilities kept":    func(s *engine.Spec) { s.Host.CapDrop = nil },
+		"privilege escalation": func(s *engine.Spec) { s.Host.SecurityOpt = nil },
+		"privileged":           func(s *engine.Spec) { s.Host.Privileged = true },
+		"a network":            func(s *engine.Spec) { s.Host.NetworkMode = "host" },
+		"root":                 func(s *engine.Spec) { s.Config.User = "0:0" },
+		"a user name":          func(s *engine.Spec) { s.Config.User = "pybox" },
+		"no memory limit":      func(s *engine.Spec) { s.Host.Memory = 0 },
+		"an unbounded tmpfs":   func(s *engine.Spec) { s.Host.Tmpfs["/x"] = "rw,mode=1777" },
+		"a host folder elsewhere": func(s *engine.Spec) {
+			s.Host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: "/etc", Target: "/etc2"}}
+		},
+		"a volume at the workspace": func(s *engine.Spec) {
+			s.Host.Mounts = []mount.Mount{{Type: mount.TypeVolume, Source: "v", Target: "/workspace"}}
+		},
+		"no name":        func(s *engine.Spec) { s.Name = "" },
+		"no host config": func(s *engine.Spec) { s.Host = nil },
+	} {
+		s := spec()
+		edit(&s)
+		if pod, err := PodFor(s, PodOptions{Namespace: "ns"}); err == nil {
+			t.Errorf("%s: accepted: %+v", name, pod.Spec)
+		}
+	}
+	s := spec()
+	s.Host.CapAdd = []string{"SYS_ADMIN"}
+	if _, err := PodFor(s, PodOptions{}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("an added capability: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestPodForMaps: names, labels, the workspace folder and limits.
+func TestPodForMaps(t *testing.T) {
+	s := spec()
+	s.Host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: "/state/sessions/k", Target: "/workspace"}}
+	pod, err := PodFor(s, PodOptions{Namespace: "ns", WorkspaceBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Name != "pybox-run-x-1" || pod.Namespace != "ns" {
+		t.Errorf("name %q namespace %q", pod.Name, pod.Namespace)
+	}
+	if pod.Labels[contract.LabelOwner] != "x" || pod.Labels[contract.LabelManaged] != "true" || pod.Annotations[contract.LabelLease] != "/a/b.lock" {
+		t.Errorf("labels %v annotations %v", pod.Labels, pod.Annotations)
+	}
+	if _, bad := pod.Labels[contract.LabelLease]; bad {
+		t.Error("a path as a label value: the API server refuses it")
+	}
+	c := pod.Spec.Containers[0]
+	if got := c.Resources.Limits.Cpu().MilliValue(); got != 500 {
+		t.Errorf("cpu limit %dm, want 500m", got)
+	}
+	if got := c.Resources.Requests.Cpu().MilliValue(); got != 50 {
+		t.Errorf("cpu request %dm, want 50m", got)
+	}
+	var ws string
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/workspace" {
+			for _, v := range pod.Spec.Volumes {
+				if v.Name == m.Name && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+					ws = v.EmptyDir.SizeLimit.String()
+				}
+			}
+		}
+	}
+	if ws != "1Gi" {
+		t.Errorf("the session folder's emptyDir: size %q, want 1Gi", ws)
+	}
+	if long := podName(strings.Repeat("a", 80) + "-"); len(long) > 63 {
+		t.Errorf("pod name of %d characters", len(long))
+	}
+}
