@@ -22,7 +22,7 @@ type conn struct {
 	k       Attachment
 	frames  *bufio.Reader
 	diag    *tailWriter    // the runner's own stderr (it writes there only when it refuses to start)
-	writers sync.WaitGroup // request writes and tool calls under way
+	writers writerGroup // request writes and tool calls under way
 	wmu     sync.Mutex     // one message at a time on the container's stdin
 
 	halted   chan struct{} // closed by halt: pybox stops the program (a turn ends lost)
@@ -146,14 +146,14 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 		err = context.Cause(ctx)
 		lost = err
 	}
-	res.Duration, res.Timeout = time.Since(start), timeout
-	if lost == nil {
-		return res, nil, nil
+	elapsed := time.Since(start)
+	if lost != nil {
+		c.destroy(ctx, log) // and with it the exchange's stream
+		if !collected {
+			<-done
+		}
 	}
-	c.destroy(ctx, log) // and with it the exchange's stream
-	if !collected {
-		<-done
-	}
+	res.Duration, res.Timeout = elapsed, timeout
 	return res, lost, err
 }
 
@@ -164,7 +164,9 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 // we read. The writer is awaited here, or by destroy when the turn fails.
 func (c *conn) exchange(ctx context.Context, req request, stdout, stderr io.Writer, tools ToolCalls) turnEnd {
 	sent := make(chan error, 1)
-	c.writers.Go(func() { sent <- c.send(req.encode()) })
+	if !c.writers.Go(func() { sent <- c.send(req.encode()) }) {
+		sent <- errDestroyed
+	}
 	// A tool call is answered beside the collection (output keeps flowing
 	// while a downstream server works), its reply sent when it is ready.
 	onCall := func(payload []byte) {
@@ -273,12 +275,44 @@ func (c *conn) exited() (engine.Exit, bool) {
 }
 
 // destroy removes the container, which ends any request write, and waits
-// for those; safe to call more than once.
+// for those; no writer starts after it. Safe to call more than once, and
+// while an exchange runs (a session closed mid-program).
 func (c *conn) destroy(ctx context.Context, log *slog.Logger) {
 	if err := c.k.Destroy(ctx); err != nil {
 		log.Error("container not removed", "container_id", shortID(c.k.ContainerID()), "err", err)
 	}
-	c.writers.Wait()
+	c.writers.close()
+}
+
+// errDestroyed: the container went before a write could start.
+var errDestroyed = errors.New("the sandbox's container was removed")
+
+// writerGroup runs and awaits a conn's writers. Unlike a bare WaitGroup,
+// a writer started while close waits (an exchange still running when its
+// container is destroyed) is refused instead of racing with the wait.
+type writerGroup struct {
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// Go runs f unless the group is closed, and says whether it did.
+func (g *writerGroup) Go(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Go(f)
+	return true
+}
+
+// close refuses further writers and waits for those under way.
+func (g *writerGroup) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
 }
 
 func shortID(id string) string { return id[:min(len(id), 12)] }
