@@ -21,9 +21,9 @@ import (
 type conn struct {
 	k       Attachment
 	frames  *bufio.Reader
-	diag    *tailWriter    // the runner's own stderr (it writes there only when it refuses to start)
+	diag    *tailWriter // the runner's own stderr (it writes there only when it refuses to start)
 	writers writerGroup // request writes and tool calls under way
-	wmu     sync.Mutex     // one message at a time on the container's stdin
+	wmu     sync.Mutex  // one message at a time on the container's stdin
 
 	halted   chan struct{} // closed by halt: pybox stops the program (a turn ends lost)
 	haltOnce sync.Once
