@@ -151,4 +151,7 @@ func TestKubernetesNode(t *testing.T) {
 	if kube != 4 {
 		t.Errorf("%d Kubernetes rows, want 4 (warm, back to back, session, cold)", kube)
 	}
+	if t.Failed() || os.Getenv("PYBOX_K8S_BENCH_LOG") != "" {
+		t.Logf("bench stderr:\n%s", berr.String())
+	}
 }

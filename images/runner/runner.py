@@ -46,9 +46,11 @@ import os
 import select
 import signal
 import sys
+import time
 
 MAX_DRAIN = 1 << 20  # bytes read from the worker's pipes after it says done
 MAX_CALL = 512 << 10  # bytes of one tool call (a frame holds at most 1 MiB)
+LINGER = 5  # seconds the supervisor of a once container waits after its verdict
 
 
 def refuse(why):
@@ -295,7 +297,33 @@ class Supervisor:
         self.drain()
         if self.once and self.served:
             frame(self.nonce, "done", json.dumps({"code": code}).encode())
+            if code < 128:
+                self.linger()
         os._exit(code & 0xFF)  # as PID 1: every other process of the container ends too
+
+    def linger(self):
+        """After the verdict, every other process of the container ends at
+        once (nothing a program left runs on), then the supervisor waits for
+        pybox to close the channel or remove the container, at most LINGER
+        seconds: exiting at once could cut the stream before the last frames
+        are delivered (the Kubernetes attach stream drops what a container
+        writes just before it exits). A worker killed by a signal (an OOM
+        kill) exits at once: its container's end is the evidence."""
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass  # nothing else runs
+        end = time.monotonic() + LINGER
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                ready, _, _ = select.select([0], [], [], left)
+                if ready and not os.read(0, 1 << 16):
+                    return
+            except OSError:
+                return
 
 
 def guard_violation(code, rules):
