@@ -144,25 +144,48 @@ current-context: test
 }
 
 func (cp *ControlPlane) start(bin, logName string, args ...string) error {
-	log, err := os.Create(filepath.Join(cp.Dir, logName))
+	p, err := startProc(cp.Dir, bin, logName, args...)
+	if err == nil {
+		cp.procs = append(cp.procs, p)
+	}
+	return err
+}
+
+// startProc starts bin with its output in dir/logName; it is killed if
+// the test process dies.
+func startProc(dir, bin, logName string, args ...string) (proc, error) {
+	log, err := os.Create(filepath.Join(dir, logName))
 	if err != nil {
-		return err
+		return proc{}, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the tests
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return fmt.Errorf("start %s: %w", filepath.Base(bin), err)
+		return proc{}, fmt.Errorf("start %s: %w", filepath.Base(bin), err)
 	}
 	p := proc{cmd: cmd, done: make(chan struct{})}
-	cp.procs = append(cp.procs, p)
 	go func() {
 		cmd.Wait()
 		log.Close()
 		close(p.done)
 	}()
-	return nil
+	return p, nil
+}
+
+// stopProcs ends procs, last started first: SIGTERM, then SIGKILL after 10 s.
+func stopProcs(procs []proc) {
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
 }
 
 func (cp *ControlPlane) waitReady(limit time.Duration) error {
@@ -187,16 +210,7 @@ func (cp *ControlPlane) waitReady(limit time.Duration) error {
 
 // Stop kills the API server and etcd.
 func (cp *ControlPlane) Stop() {
-	for i := len(cp.procs) - 1; i >= 0; i-- {
-		p := cp.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	}
+	stopProcs(cp.procs)
 	cp.procs = nil
 }
 

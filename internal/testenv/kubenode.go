@@ -160,25 +160,11 @@ serializeImagePulls: false
 }
 
 func (n *Node) start(bin, logName string, args ...string) error {
-	log, err := os.Create(filepath.Join(n.dir, logName))
-	if err != nil {
-		return err
+	p, err := startProc(n.dir, bin, logName, args...)
+	if err == nil {
+		n.procs = append(n.procs, p)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("start %s: %w", filepath.Base(bin), err)
-	}
-	p := proc{cmd: cmd, done: make(chan struct{})}
-	n.procs = append(n.procs, p)
-	go func() {
-		cmd.Wait()
-		log.Close()
-		close(p.done)
-	}()
-	return nil
+	return err
 }
 
 // importPause builds the pause image from the static pause binary and
@@ -279,16 +265,7 @@ func (n *Node) Log(name string) string { return tail(filepath.Join(n.dir, name+"
 // Stop ends the node's processes and what they made on the host: the
 // pods' shims and processes, the kubelet's mounts, the bridge, the cgroups.
 func (n *Node) Stop() {
-	for i := len(n.procs) - 1; i >= 0; i-- {
-		p := n.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	}
+	stopProcs(n.procs)
 	n.procs = nil
 	// The shims of this containerd (and their pods' processes) outlive it.
 	if out, err := exec.Command("pgrep", "-f", "containerd-shim.*"+n.dir).Output(); err == nil {
