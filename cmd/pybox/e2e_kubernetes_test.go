@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -116,6 +118,28 @@ func TestKubernetesNode(t *testing.T) {
 		t.Errorf("a run after the cancellation: %+v", out)
 	}
 	s.call("close_session", map[string]any{"session_id": "k"})
+
+	// Over HTTP with two tenants, as the manifests deploy it: /healthz
+	// answers for the API server, and each tenant's run is a pod.
+	h := startHTTP(t, false, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image)
+	if resp, err := http.Get(h.url + "/healthz"); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `"kubernetes":"ok"`) {
+			t.Errorf("/healthz on Kubernetes: %d %s", resp.StatusCode, body)
+		}
+	}
+	for _, tok := range []string{tokenA, tokenB} {
+		cs := h.connect(tok)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "print('over http')", "timeout_s": 120}})
+		if err != nil || !strings.Contains(text(res), "over http") {
+			t.Errorf("execute_code over HTTP as a pod: %v %s", err, text(res))
+		}
+		cs.Close()
+	}
+	h.stop()
 
 	// pybox bench -kubernetes: the latency rows as pods, beside Docker's.
 	n := cmp.Or(os.Getenv("PYBOX_K8S_BENCH_N"), "3")

@@ -457,14 +457,20 @@ func (r *rateLimit) take(now time.Time) (time.Duration, bool) {
 	return time.Duration((1 - r.tokens) / rate * float64(time.Second)), false
 }
 
-// healthz answers 200 when Docker answers and the runtime image is there,
+// healthz answers 200 when Docker answers and the runtime image is there
+// (on Kubernetes: when the API server lists pybox's pods),
 // else 503, with a JSON body saying which.
 func (a *app) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	out := map[string]string{"docker": "ok", "image": a.image}
 	code := http.StatusOK
-	if _, err := a.engine.Ping(ctx); err != nil {
+	if a.backend != nil { // Kubernetes: the API server answers for pybox's pods; the cluster pulls the image
+		out = map[string]string{"kubernetes": "ok", "image": a.image}
+		if _, err := a.backend.List(ctx, map[string]string{sandbox.LabelManaged: "true"}); err != nil {
+			out["kubernetes"], code = err.Error(), http.StatusServiceUnavailable
+		}
+	} else if _, err := a.engine.Ping(ctx); err != nil {
 		out["docker"], code = err.Error(), http.StatusServiceUnavailable
 	} else if _, found, err := a.engine.InspectImage(ctx, a.image); err != nil || !found {
 		out["image_status"], code = "missing (it is built on first use, or run `pybox image build`)", http.StatusServiceUnavailable
