@@ -32,7 +32,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pyboxBin = filepath.Join(dir, "pybox")
-	if out, err := exec.Command("go", "build", "-o", pyboxBin, ".").CombinedOutput(); err != nil {
+	build := []string{"build", "-o", pyboxBin}
+	if os.Getenv("PYBOX_E2E_RACE") != "" { // the binary under test with the race detector
+		build = append(build, "-race")
+	}
+	if out, err := exec.Command("go", append(build, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building pybox: %v\n%s", err, out)
 		os.Exit(1)
 	}
