@@ -236,7 +236,9 @@ func (b *Backend) Start(ctx context.Context, spec engine.Spec) (*Attached, error
 // Run runs spec's pod to completion (probes: no stdin) and deletes it;
 // its log goes to spec.Stdout when it exits 0, else to spec.Stderr.
 func (b *Backend) Run(ctx context.Context, spec engine.Spec) (engine.Exit, error) {
-	spec.Config.OpenStdin = false
+	cfg := *spec.Config // the caller's stays as it is
+	cfg.OpenStdin = false
+	spec.Config = &cfg
 	pod, err := b.Create(ctx, spec)
 	if err != nil {
 		return engine.Exit{}, err
