@@ -52,10 +52,17 @@ func (d docker) Start(ctx context.Context, spec engine.Spec) (Attachment, error)
 	return a, nil
 }
 
+// lossyAtExit is implemented by backends whose attach stream drops what a
+// container writes just before it exits (Kubernetes): once runners linger
+// after their verdict there (see the runner's linger).
+type lossyAtExit interface{ LossyAtExit() bool }
+
 // Kubernetes is the Kubernetes backend over b: a pod per container.
 func Kubernetes(b *kube.Backend) Backend { return kubernetes{b} }
 
 type kubernetes struct{ *kube.Backend }
+
+func (kubernetes) LossyAtExit() bool { return true }
 
 func (k kubernetes) Start(ctx context.Context, spec engine.Spec) (Attachment, error) {
 	a, err := k.Backend.Start(ctx, spec)

@@ -35,6 +35,10 @@ type request struct {
 	Variables map[string]any `json:"variables,omitempty"` // bound as globals before the program runs
 	Tools     []string       `json:"tools,omitempty"`     // code mode: the downstream tools the program may call (pybox_tools)
 	Outputs   string         `json:"outputs,omitempty"`
+	// Linger (once): the supervisor waits for pybox to remove the
+	// container after its verdict instead of exiting at once (backends
+	// whose stream drops a container's last output when it exits).
+	Linger bool `json:"linger,omitempty"`
 }
 
 // encode frames a request: its length in decimal, a newline, the JSON.

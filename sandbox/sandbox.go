@@ -266,6 +266,9 @@ func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, erro
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
 	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools)}
+	if l, ok := s.eng.(lossyAtExit); ok {
+		req.Linger = l.LossyAtExit()
+	}
 	if w.outputs != nil {
 		req.Outputs = w.outputs.Path()
 	}

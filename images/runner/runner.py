@@ -18,7 +18,7 @@ without site (-I -S): no module is ever resolved from the working directory
 or from site-packages until a program's request has arrived.
 
     request  (pybox -> supervisor, stdin):  b"%d\\n" % len(body) + body, JSON
-        once:   {"nonce", "file", "stdin" (null = /dev/null), "args", "outputs", "test" (eval)}
+        once:   {"nonce", "file", "stdin" (null = /dev/null), "args", "outputs", "test" (eval), "linger"}
         kernel: {"nonce", "code", "filename", "stdin", "outputs"}
     frame    (supervisor -> pybox, stdout): b"PYBOX <nonce> <kind> <len>\\n" + payload
         ready (nonce "-", once pybox has spoken: its first bytes on stdin, a
@@ -103,6 +103,7 @@ class Supervisor:
         self.nonce = "-"
         self.inbuf = b""
         self.greeted = False  # pybox has written: ready was sent
+        self.lingers = False  # once: wait for pybox after the verdict (see linger)
         self.pending = b""  # request bytes not yet written to the worker
         self.served = False  # a request has been taken (once: the one)
         self.closing = False  # stdin ended: the worker gets no more requests
@@ -168,6 +169,7 @@ class Supervisor:
             if self.once and self.served:
                 continue  # once takes one request
             self.nonce = str(req.pop("nonce", "-"))
+            self.lingers = bool(req.pop("linger", False))
             guard = req.pop("guard", None)
             if guard is not None:
                 code = guard.get("code")
@@ -297,18 +299,20 @@ class Supervisor:
         self.drain()
         if self.once and self.served:
             frame(self.nonce, "done", json.dumps({"code": code}).encode())
-            if code < 128:
+            if code < 128 and self.lingers:
                 self.linger()
         os._exit(code & 0xFF)  # as PID 1: every other process of the container ends too
 
     def linger(self):
-        """After the verdict, every other process of the container ends at
-        once (nothing a program left runs on), then the supervisor waits for
+        """Asked for by the request ("linger": a backend whose stream drops
+        what a container writes just before it exits, Kubernetes' attach):
+        after the verdict, every other process of the container ends at once
+        (nothing a program left runs on), then the supervisor waits for
         pybox to close the channel or remove the container, at most LINGER
-        seconds: exiting at once could cut the stream before the last frames
-        are delivered (the Kubernetes attach stream drops what a container
-        writes just before it exits). A worker killed by a signal (an OOM
-        kill) exits at once: its container's end is the evidence."""
+        seconds, so the last frames are delivered. A worker killed by a
+        signal (an OOM kill) exits at once: its container's end is the
+        evidence. Docker delivers everything: there the runner exits at
+        once, which ends the container sooner."""
         try:
             os.kill(-1, signal.SIGKILL)
         except OSError:
