@@ -52,6 +52,7 @@ type hostile struct {
 // at the end that no container of the test is left.
 func newHostile(t *testing.T, idx images.Index, envs ...string) *hostile {
 	t.Helper()
+	testenv.LockLayerCache(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, images.VariantBase)
 	wh := testenv.Wheelhouse(t)

@@ -24,8 +24,10 @@ func packageServer(t *testing.T, wh string, env ...string) *server {
 }
 
 // dropTestLayers removes, when the test ends, the package layers made during it.
+// It holds the layer-cache lock until then (see testenv.LockLayerCache).
 func dropTestLayers(t *testing.T) {
 	t.Helper()
+	testenv.LockLayerCache(t)
 	eng := testenv.Docker(t)
 	before := map[string]bool{}
 	for _, img := range layerImages(t, eng) {
