@@ -49,8 +49,8 @@ func (o *testOwner) ContainerName(role string) string {
 // not stack a third layer but rebuilds one layer with every requirement
 // directly on the base image, and that image has all three packages.
 func TestInstallDepthRebuildsFromBase(t *testing.T) {
-	testenv.LockLayerCache(t)
 	eng := testenv.Docker(t)
+	testenv.LockLayerCache(t, eng)
 	base := inspect(t, eng, testenv.RuntimeImage(t, eng, images.VariantBase))
 	owner := newTestOwner(t)
 	in := &images.Installer{Engine: eng, Owner: owner, MaxDepth: 2,

@@ -43,23 +43,24 @@ USER 10001:10001
 // hostile is an installer on a wheelhouse holding the hostile sdist (and
 // the standard wheels) with the environments to attack.
 type hostile struct {
-	eng  *engine.Client
-	in   *images.Installer
-	envs map[string]images.Environment
+	eng    *engine.Client
+	layers *testenv.Layers
+	in     *images.Installer
+	envs   map[string]images.Environment
 }
 
 // newHostile sets up the installer and the named environments, and checks
 // at the end that no container of the test is left.
 func newHostile(t *testing.T, idx images.Index, envs ...string) *hostile {
 	t.Helper()
-	testenv.LockLayerCache(t)
 	eng := testenv.Docker(t)
+	layers := testenv.LockLayerCache(t, eng)
 	testenv.RuntimeImage(t, eng, images.VariantBase)
 	wh := testenv.Wheelhouse(t)
 	testenv.WriteHostileSdist(t, wh)
 	owner := newTestOwner(t)
 	idx.Wheelhouse, idx.Network = wh, "none"
-	h := &hostile{eng: eng, in: &images.Installer{Engine: eng, Owner: owner, Index: idx}, envs: map[string]images.Environment{}}
+	h := &hostile{eng: eng, layers: layers, in: &images.Installer{Engine: eng, Owner: owner, Index: idx}, envs: map[string]images.Environment{}}
 	for _, name := range envs {
 		want := images.Environment{}
 		if df, ok := testImages[name]; ok {
@@ -108,7 +109,7 @@ func TestInstallRefusesSdistByDefault(t *testing.T) {
 			if name != envRootOwned && !strings.Contains(err.Error(), "no wheel found for "+testenv.HostileSdistName) {
 				t.Errorf("error %q does not name %s as the package without a wheel", err, testenv.HostileSdistName)
 			}
-			noLayerWith(t, h.eng, testenv.HostileSdistName)
+			h.layers.NoneWith(t, testenv.HostileSdistName)
 		})
 	}
 }
@@ -134,7 +135,7 @@ func TestInstallSdistBuildIsUnprivileged(t *testing.T) {
 		}
 	})
 	t.Run(envInstallOwned, func(t *testing.T) {
-		refused(t, h.eng, h.in, h.envs[envInstallOwned], testenv.HostileSdistName, "/opt/venv/pybox-pwned (added)")
+		refused(t, h, h.envs[envInstallOwned], testenv.HostileSdistName, "/opt/venv/pybox-pwned (added)")
 	})
 }
 
@@ -195,7 +196,7 @@ func TestInstallRefusesHostileWheels(t *testing.T) {
 		testenv.WriteWheel(t, h.in.Index.Wheelhouse, testenv.Wheel{Name: name, Version: "1.0", Code: "X = 1\n", Files: files})
 		for label, env := range h.envs {
 			t.Run(w.name+"/"+label, func(t *testing.T) {
-				refused(t, h.eng, h.in, env, name, wantErr[label](w.path))
+				refused(t, h, env, name, wantErr[label](w.path))
 			})
 		}
 	}
@@ -203,9 +204,10 @@ func TestInstallRefusesHostileWheels(t *testing.T) {
 
 // refused installs name into env and checks that it failed (naming
 // wantErr), that no layer has it and that env's interpreter is intact.
-func refused(t *testing.T, eng *engine.Client, in *images.Installer, env images.Environment, name, wantErr string) {
+func refused(t *testing.T, h *hostile, env images.Environment, name, wantErr string) {
 	t.Helper()
-	res, err := in.Install(t.Context(), env, []string{name})
+	eng := h.eng
+	res, err := h.in.Install(t.Context(), env, []string{name})
 	if err == nil {
 		removeAtCleanup(t, eng, res.Env.ImageID)
 		t.Fatalf("installed and committed as %s; in it (python major, bin/python link, /opt/venv/pybox-pwned, pyvenv.cfg intact): %s",
@@ -215,7 +217,7 @@ func refused(t *testing.T, eng *engine.Client, in *images.Installer, env images.
 	if !errors.Is(err, images.ErrInstallFailed) || !strings.Contains(err.Error(), wantErr) {
 		t.Errorf("error %q; want ErrInstallFailed naming %q", err, wantErr)
 	}
-	noLayerWith(t, eng, name)
+	h.layers.NoneWith(t, name)
 	if got := runOutput(t, eng, env.Ref(), interpreterCheck); got != interpreterOK {
 		t.Errorf("the environment's interpreter: %q; want %q", got, interpreterOK)
 	}
@@ -226,22 +228,6 @@ const (
 		`os.path.exists("/opt/venv/pybox-pwned"), open("/opt/venv/pyvenv.cfg").read().startswith("home = /usr/bin"))`
 	interpreterOK = "3 python3 False True\n"
 )
-
-// noLayerWith fails the test if a package-layer image lists a requirement
-// named name.
-func noLayerWith(t *testing.T, eng *engine.Client, name string) {
-	t.Helper()
-	list, err := eng.ListImages(t.Context(), "pybox.managed", "image")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, img := range list {
-		if strings.Contains(img.Labels[images.LabelRequirements], `"`+name) {
-			removeAtCleanup(t, eng, img.ID)
-			t.Errorf("a layer with %s exists: %s %v", name, img.ID, img.Tags)
-		}
-	}
-}
 
 // runOutput runs code with the venv's python in image as the sandbox user,
 // with no network, and returns stdout and stderr, or why it did not run.

@@ -39,8 +39,8 @@ func (p fakeProber) Probe(_ context.Context, _ string, _ []string, code string) 
 // come from wh with no network, persisting to statePath ("" = none).
 func newManager(t *testing.T, prober images.Prober, wh, statePath string) *images.Manager {
 	t.Helper()
-	testenv.LockLayerCache(t)
 	eng := testenv.Docker(t)
+	testenv.LockLayerCache(t, eng)
 	testenv.RuntimeImage(t, eng, images.VariantBase)
 	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: images.Index{Wheelhouse: wh, Network: "none"}}
 	m, err := images.NewManager(images.ManagerConfig{

@@ -64,6 +64,7 @@ type server struct {
 	stderr  *syncBuffer
 	labels  map[string]string // which containers are this server's; nil: its pid label
 	killed  bool              // by the test, on purpose: its session cannot close cleanly
+	layers  *testenv.Layers   // the test's hold on the layer cache (packageServer)
 }
 
 // serverRuntime is the OCI runtime the servers a test starts use ("" =

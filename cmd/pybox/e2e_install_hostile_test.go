@@ -44,7 +44,7 @@ func TestHostileInstallChangesNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s.configure(tt.env)
 			s.refusedKeepsEnv(t, statePath, "install_dependencies", map[string]any{"packages": []string{tt.install}}, tt.wantErr)
-			noLayerWith(t, s.eng, tt.install)
+			s.layers.NoneWith(t, tt.install)
 			const probe = "import os, importlib.util as u; print(os.path.exists('/etc/pybox-pwned'), u.find_spec('pyboxevilsdist'))"
 			if out := s.python(probe); out != "False None\n" {
 				t.Errorf("programs see (/etc/pybox-pwned exists, pyboxevilsdist): %q; want False None", out)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pybox-dev/pybox/images"
-	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/tools"
 )
@@ -19,38 +17,20 @@ import (
 // Package-layer images the test created are removed at its end.
 func packageServer(t *testing.T, wh string, env ...string) *server {
 	t.Helper()
-	dropTestLayers(t)
-	return startServer(t, append([]string{"PYBOX_WHEELHOUSE=" + wh, "PYBOX_INSTALL_NETWORK=none"}, env...)...)
+	layers := dropTestLayers(t)
+	s := startServer(t, append([]string{"PYBOX_WHEELHOUSE=" + wh, "PYBOX_INSTALL_NETWORK=none"}, env...)...)
+	s.layers = layers
+	return s
 }
 
-// dropTestLayers removes, when the test ends, the package layers made during it.
-// It holds the layer-cache lock until then (see testenv.LockLayerCache).
-func dropTestLayers(t *testing.T) {
+// dropTestLayers holds the layer cache for the test (see
+// testenv.LockLayerCache) and removes, when it ends, the package layers
+// made during it.
+func dropTestLayers(t *testing.T) *testenv.Layers {
 	t.Helper()
-	testenv.LockLayerCache(t)
-	eng := testenv.Docker(t)
-	before := map[string]bool{}
-	for _, img := range layerImages(t, eng) {
-		before[img.ID] = true
-	}
-	t.Cleanup(func() {
-		for _, img := range layerImages(t, eng) {
-			if !before[img.ID] {
-				if err := eng.RemoveImage(context.Background(), img.ID); err != nil {
-					t.Logf("removing test layer %s: %v", img.ID, err)
-				}
-			}
-		}
-	})
-}
-
-func layerImages(t *testing.T, eng *engine.Client) []engine.Image {
-	t.Helper()
-	list, err := eng.ListImages(context.Background(), "pybox.managed", "image")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return list
+	layers := testenv.LockLayerCache(t, testenv.Docker(t))
+	t.Cleanup(func() { layers.RemoveNew(t) })
+	return layers
 }
 
 // install calls install_dependencies and fails the test on a tool error.
@@ -201,21 +181,9 @@ func TestFailedInstallChangesNothing(t *testing.T) {
 	if after.Image != before.Image || strings.Join(after.Requirements, " ") != strings.Join(before.Requirements, " ") {
 		t.Errorf("environment changed by a failed install: %v -> %v", before, after)
 	}
-	noLayerWith(t, s.eng, "pyboxmissing")
+	s.layers.NoneWith(t, "pyboxmissing")
 	if out, _ := s.exec(map[string]any{"code": "import pyboxother; print('ok')"}); out.Stdout != "ok\n" {
 		t.Errorf("the environment no longer works after a failed install: %q %q", out.Stdout, out.Stderr)
-	}
-}
-
-// noLayerWith fails the test if a package layer lists pkg among its
-// requirements. (Other test packages add and remove layers meanwhile, so
-// counting them proves nothing.)
-func noLayerWith(t *testing.T, eng *engine.Client, pkg string) {
-	t.Helper()
-	for _, img := range layerImages(t, eng) {
-		if strings.Contains(img.Labels[images.LabelRequirements], `"`+pkg) {
-			t.Errorf("a layer with %s was committed: %s %v", pkg, img.ID, img.Tags)
-		}
 	}
 }
 

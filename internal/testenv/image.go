@@ -14,8 +14,13 @@ import (
 // content; may be nil) in a tar build context, and removes it when the
 // test ends. Call it before anything that commits layers on it (servers,
 // installers), so those, removed by their own later cleanups, go first.
+// The test holds the layer-cache lock (LockLayerCache) from here to its
+// end: two test processes building the same Dockerfile share its build
+// cache, and one's removal of its image pruned the intermediate image the
+// other's build was using ("No such image").
 func BuildImage(t testing.TB, eng *engine.Client, tag, dockerfile string, executables map[string]string) {
 	t.Helper()
+	LockLayerCache(t, eng)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(name, body string, mode int64) {
