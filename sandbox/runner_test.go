@@ -74,7 +74,14 @@ func TestRunnerRunMode(t *testing.T) {
 	ws := workspace(t, "")
 	sb, _ := newSandbox(t, sandbox.Config{MaxConcurrent: 2})
 	cases := append(runnerCases, runnerCase{name: "thread outlives main",
-		code: "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('late'))).start()", stdout: "late\n"})
+		code: "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('late'))).start()", stdout: "late\n"},
+		// The runner's own objects are frozen out of the collector (gc.freeze,
+		// for a fast exit); the program's are collected as under python, during
+		// the run and at interpreter exit, where a finalizer still prints.
+		runnerCase{name: "the collector and exit finalizers work",
+			code: "import gc\nclass C:\n    def __del__(self):\n        print('del at exit')\n" +
+				"class Cyc:\n    pass\na = Cyc(); a.me = a; del a\nprint('collected', gc.collect() > 0)\nkeep = C(); keep.me = keep\n",
+			stdout: "collected True\ndel at exit\n"})
 	for i, c := range cases {
 		file := fmt.Sprintf("case%d.py", i)
 		writeFile(t, ws, file, c.code)

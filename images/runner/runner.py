@@ -41,6 +41,7 @@ no such pipe: the verdict is the worker's exit status. Output that threads
 print after a done frame is framed under the nonce in force when the
 supervisor reads it. If the worker dies the supervisor exits with its status.
 """
+import gc
 import json
 import os
 import select
@@ -123,6 +124,12 @@ class Supervisor:
         reply_r, self.reply_w = os.pipe()
         self.calls = b""
         self.replies = b""  # reply bytes not yet written to the worker
+        # Everything imported so far (the runner, the standard library it
+        # uses) moves to the collector's permanent generation: no collection
+        # in the worker, least of all the full one at interpreter exit,
+        # walks it, so the worker neither copies the pages it shares with
+        # this process nor spends the time (a once worker's exit: ~9 -> ~5 ms).
+        gc.freeze()
         self.pid = os.fork()
         if self.pid == 0:
             self.child_fds = (req_r, ctl_w, out_w, err_w, call_w, reply_r)

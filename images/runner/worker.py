@@ -8,6 +8,7 @@ normal way ends the worker in `once` mode (exit status = the program's,
 after non-daemon threads and atexit handlers, as under python); in `kernel`
 mode the worker reports each program's status on its control pipe.
 """
+import gc
 import io
 import json
 import linecache
@@ -68,6 +69,7 @@ def become_worker():
     sys.dont_write_bytecode = True
     traceback.format_exception(ValueError("warm-up"))  # its lazy imports, before any program
     pkgutil.get_importer(os.getcwd())
+    gc.freeze()  # and what the warm-up made: only the program's own objects are collected
 
 
 def start_programs(first_path):
