@@ -53,11 +53,19 @@ func (b *bench) scenarios(ctx context.Context, cs *mcp.ClientSession) []scenario
 			}},
 		{name: "execute_code after the installs (import one)", note: "same as before the installs",
 			call: exec(map[string]any{"code": "import " + benchPackage(0) + "\nprint(1)"}, "1\n")},
-		{name: "execute_code in a live session print(1)", note: "target p50 < 20 ms",
-			call: exec(map[string]any{"code": "print(1)", "session_id": "bench"}, "1\n")},
+		{name: "execute_code in a live session print(1)", note: "target p50 <= 5 ms; measured once the pool's refills are done",
+			setup: settle, call: exec(map[string]any{"code": "print(1)", "session_id": "bench"}, "1\n")},
 		{name: "execute_code returning one figure", note: "needs the datascience variant", setup: b.figureSetup(ctx, cs),
 			call: func(int) error { return callFigure(ctx, cs) }},
 	}
+}
+
+// settle waits for the refills a back-to-back row left to finish: a row
+// measuring sessions measures the session, not two cores shared with
+// container starts (which made its p50 6-8 ms instead of 2-4).
+func settle() error {
+	time.Sleep(2 * time.Second)
+	return nil
 }
 
 // benchPackage names the i-th generated package.
@@ -173,7 +181,7 @@ func (b *bench) latencyRows(ctx context.Context, serveArgs []string, tag string,
 		} else {
 			measure(scenario{name: "warm: execute_code print(1), calls 0.5 s apart" + tag, pause: 500 * time.Millisecond, call: exec(print1)})
 			measure(scenario{name: "execute_code print(1), back to back" + tag, call: exec(print1)})
-			measure(scenario{name: "session: execute_code print(1) in a live session" + tag, call: exec(map[string]any{"code": "print(1)", "session_id": "bench"})})
+			measure(scenario{name: "session: execute_code print(1) in a live session" + tag, setup: settle, call: exec(map[string]any{"code": "print(1)", "session_id": "bench"})})
 		}
 		stop()
 	}
