@@ -118,6 +118,11 @@ func TestKubernetesNode(t *testing.T) {
 		t.Errorf("a run after the cancellation: %+v", out)
 	}
 	s.call("close_session", map[string]any{"session_id": "k"})
+	// A probe (check_installed_packages) runs in a pod of its own and is
+	// read back from the pod's log.
+	if st := s.check("pip"); !st.Installed || st.Version == "" {
+		t.Errorf("check_installed_packages pip: %+v; want installed, with its version", st)
+	}
 
 	// Over HTTP with two tenants, as the manifests deploy it: /healthz
 	// answers for the API server, and each tenant's run is a pod.
