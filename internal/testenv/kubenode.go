@@ -56,7 +56,8 @@ func KubeNodeReady(bin string) string {
 
 // StartNode starts a node for cp, imports images (local Docker tags) into
 // its containerd, and waits until the node is Ready. Stop removes
-// everything it made on the host (mounts, bridge, cgroups, processes).
+// everything it made on the host (mounts, the pods' network namespaces,
+// which containerd mounts in its state folder there, bridge, cgroups, processes).
 func StartNode(cp *ControlPlane, bin string, images ...string) (*Node, error) {
 	n := &Node{cp: cp, dir: filepath.Join(cp.Dir, "node"), bridge: "pyboxk8s0"}
 	ok := false
@@ -83,6 +84,7 @@ state = %q
   path = %q
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "k8s.local/pause:1"
+  netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
