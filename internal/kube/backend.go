@@ -207,12 +207,9 @@ func (b *Backend) Start(ctx context.Context, spec engine.Spec) (*Attached, error
 	if err != nil {
 		return nil, err
 	}
-	a := &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{})}
+	a, running := b.watch(pod)
 	a.inR, a.inW = io.Pipe()
 	a.outR, a.outW = io.Pipe()
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	running := make(chan error, 1)
-	a.wg.Go(func() { a.follow(pod.ResourceVersion, running) })
 	wait, stop := context.WithTimeout(ctx, startTimeout)
 	defer stop()
 	select {
@@ -244,11 +241,8 @@ func (b *Backend) Run(ctx context.Context, spec engine.Spec) (engine.Exit, error
 		return engine.Exit{}, err
 	}
 	defer b.Remove(ctx, pod.Name)
-	a := &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{})}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a, _ := b.watch(pod)
 	defer func() { a.cancel(); a.wg.Wait() }()
-	running := make(chan error, 1)
-	a.wg.Go(func() { a.follow(pod.ResourceVersion, running) })
 	start := time.Now()
 	var deadline <-chan time.Time
 	if spec.Timeout > 0 {
@@ -265,16 +259,31 @@ func (b *Backend) Run(ctx context.Context, spec engine.Spec) (engine.Exit, error
 	}
 	exit := a.Exit()
 	exit.Duration = time.Since(start)
-	logs, err := b.cs.CoreV1().Pods(b.opts.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: ContainerName}).DoRaw(ctx)
+	// Streamed into the caller's writer, which keeps what it can hold:
+	// never the whole log in memory.
+	logs, err := b.cs.CoreV1().Pods(b.opts.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: ContainerName}).Stream(ctx)
 	if err != nil {
 		return exit, b.explain("read the pod's log", err)
 	}
+	defer logs.Close()
 	w := spec.Stdout
 	if exit.Code != 0 {
 		w = spec.Stderr
 	}
-	_, _ = orDiscard(w).Write(logs)
+	if _, err := io.Copy(orDiscard(w), logs); err != nil {
+		return exit, b.explain("read the pod's log", err)
+	}
 	return exit, nil
+}
+
+// watch starts following pod's state (see follow); running gets the
+// first answer: nil once its container runs, else why it cannot.
+func (b *Backend) watch(pod *corev1.Pod) (a *Attached, running <-chan error) {
+	a = &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{})}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	a.wg.Go(func() { a.follow(pod.ResourceVersion, ch) })
+	return a, ch
 }
 
 // List returns pybox's pods carrying every label. Values Kubernetes does
