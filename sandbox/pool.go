@@ -44,21 +44,25 @@ type warm struct {
 // those running, between floor and ceiling; extras idle for shrinkAfter go.
 type pool struct {
 	floor, ceiling int
-	mu             sync.Mutex
-	idle           map[string][]*warm
-	filling        map[string]int
-	waiting        map[string]int // runs waiting for a fill, by key
-	changed        chan struct{}  // closed when a fill ends; see changes
-	demand         map[string]*demand
-	recent         []string // keys, most recent last
-	closed         bool
-	wg             sync.WaitGroup // fills and background removals
+	// start starts one ready container for a program (Sandbox.startOnce);
+	// never with a caller's context: the container outlives the call.
+	start   func(context.Context, Program) (*warm, error)
+	log     *slog.Logger
+	mu      sync.Mutex
+	idle    map[string][]*warm
+	filling map[string]int
+	waiting map[string]int // runs waiting for a fill, by key
+	changed chan struct{}  // closed when a fill ends; see changes
+	demand  map[string]*demand
+	recent  []string // keys, most recent last
+	closed  bool
+	wg      sync.WaitGroup // fills and background removals
 }
 
 // newPool returns a pool keeping floor ready containers per key, up to
 // ceiling under demand; floor 0 disables it.
-func newPool(floor, ceiling int) pool {
-	return pool{floor: floor, ceiling: max(floor, ceiling), idle: map[string][]*warm{},
+func newPool(floor, ceiling int, start func(context.Context, Program) (*warm, error), log *slog.Logger) *pool {
+	return &pool{floor: floor, ceiling: max(floor, ceiling), start: start, log: log, idle: map[string][]*warm{},
 		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}}
 }
 
@@ -107,48 +111,48 @@ func poolKey(p Program) string {
 // their own: not probes).
 func (p Program) pooled() bool { return p.Workspace != "" || p.scratch() }
 
-// takeWarm returns a ready container for p, or nil, and counts the run
-// as demand; ranDone must follow when the run is over. When none is ready
+// take returns a ready container for p, or nil, and counts the run
+// as demand; done must follow when the run is over. When none is ready
 // but one is being started for p (and not already awaited by another run),
 // it waits for that one, up to joinWait: a container part-way up is ready
 // sooner than a new one, and starting another would only compete with it.
-func (s *Sandbox) takeWarm(ctx context.Context, p Program) *warm {
-	if s.pool.floor <= 0 || !p.pooled() {
+func (pl *pool) take(ctx context.Context, p Program) *warm {
+	if pl.floor <= 0 || !p.pooled() {
 		return nil
 	}
 	key := poolKey(p)
 	wait, cancel := context.WithTimeout(ctx, joinWait)
 	defer cancel()
-	s.pool.mu.Lock()
-	defer s.pool.mu.Unlock()
-	s.pool.touch(key, s.log)
-	s.pool.started(key, time.Now())
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.touch(key)
+	pl.started(key, time.Now())
 	for {
-		w := s.pool.takeIdle(key, s.log)
-		if w != nil || wait.Err() != nil || s.pool.waiting[key] >= s.pool.filling[key] {
+		w := pl.takeIdle(key)
+		if w != nil || wait.Err() != nil || pl.waiting[key] >= pl.filling[key] {
 			return w
 		}
-		changed := s.pool.changes()
-		s.pool.waiting[key]++
-		s.pool.mu.Unlock()
+		changed := pl.changes()
+		pl.waiting[key]++
+		pl.mu.Unlock()
 		select {
 		case <-changed:
 		case <-wait.Done(): // then one last look, and cold
 		}
-		s.pool.mu.Lock()
-		s.pool.waiting[key]--
+		pl.mu.Lock()
+		pl.waiting[key]--
 	}
 }
 
 // takeIdle pops key's oldest usable idle container, or nil. Called with mu held.
-func (pl *pool) takeIdle(key string, log *slog.Logger) *warm {
+func (pl *pool) takeIdle(key string) *warm {
 	for len(pl.idle[key]) > 0 {
 		w := pl.idle[key][0]
 		pl.idle[key] = pl.idle[key][1:]
 		if w.usable() {
 			return w
 		}
-		pl.dropLater(w, log)
+		pl.dropLater(w)
 	}
 	return nil
 }
@@ -161,36 +165,35 @@ func (pl *pool) changes() <-chan struct{} {
 	return pl.changed
 }
 
-// PoolReady is how many ready containers the warm pool holds, all
-// environments together.
-func (s *Sandbox) PoolReady() int {
-	s.pool.mu.Lock()
-	defer s.pool.mu.Unlock()
+// ready is how many ready containers the pool holds, all keys together.
+func (pl *pool) ready() int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
 	n := 0
-	for _, ws := range s.pool.idle {
+	for _, ws := range pl.idle {
 		n += len(ws)
 	}
 	return n
 }
 
-// ranDone ends a run counted by takeWarm and refills p's key: after the
+// done ends a run counted by take and refills p's key: after the
 // run, so the refill's container starts do not compete with it.
-func (s *Sandbox) ranDone(p Program) {
-	if s.pool.floor <= 0 || !p.pooled() {
+func (pl *pool) done(p Program) {
+	if pl.floor <= 0 || !p.pooled() {
 		return
 	}
 	key := poolKey(p)
-	s.pool.mu.Lock()
-	if d := s.pool.demand[key]; d != nil {
+	pl.mu.Lock()
+	if d := pl.demand[key]; d != nil {
 		d.running--
 	}
-	s.pool.mu.Unlock()
-	s.refill(key, p)
+	pl.mu.Unlock()
+	pl.refill(key, p)
 }
 
 // touch makes key the most recent; keys beyond poolKeys are drained.
 // Called with mu held.
-func (pl *pool) touch(key string, log *slog.Logger) {
+func (pl *pool) touch(key string) {
 	if i := indexOf(pl.recent, key); i >= 0 {
 		pl.recent = append(pl.recent[:i], pl.recent[i+1:]...)
 	}
@@ -199,7 +202,7 @@ func (pl *pool) touch(key string, log *slog.Logger) {
 		old := pl.recent[0]
 		pl.recent = pl.recent[1:]
 		for _, w := range pl.idle[old] {
-			pl.dropLater(w, log)
+			pl.dropLater(w)
 		}
 		delete(pl.idle, old)
 		delete(pl.demand, old)
@@ -225,26 +228,26 @@ func (w *warm) usable() bool {
 
 // dropLater removes w and its unused output folder in the background;
 // Close waits for it. A failure is logged and leaves it to the reaper.
-func (pl *pool) dropLater(w *warm, log *slog.Logger) {
+func (pl *pool) dropLater(w *warm) {
 	pl.wg.Go(func() {
-		w.destroy(context.Background(), log)
+		w.destroy(context.Background(), pl.log)
 		if err := w.outputs.Remove(); err != nil {
-			log.Warn("run output folder not removed", "err", err)
+			pl.log.Warn("run output folder not removed", "err", err)
 		}
 	})
 }
 
 // refill starts containers for key until the pool holds size of them.
-func (s *Sandbox) refill(key string, p Program) {
-	s.pool.mu.Lock()
-	defer s.pool.mu.Unlock()
-	if s.pool.closed {
+func (pl *pool) refill(key string, p Program) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.closed {
 		return
 	}
-	need := s.pool.target(key, time.Now()) - len(s.pool.idle[key]) - s.pool.filling[key]
-	for range min(max(need, 0), maxFills-s.pool.fills()) {
-		s.pool.filling[key]++
-		s.pool.wg.Go(func() { s.fill(key, p) })
+	need := pl.target(key, time.Now()) - len(pl.idle[key]) - pl.filling[key]
+	for range min(max(need, 0), maxFills-pl.fills()) {
+		pl.filling[key]++
+		pl.wg.Go(func() { pl.fill(key, p) })
 	}
 }
 
@@ -262,33 +265,33 @@ func (pl *pool) fills() int {
 // Fills go on one after another, maxFills at a time, until the key has
 // its target: a burst of demand grows the pool without a storm of
 // container starts competing with the runs on the host's cores.
-func (s *Sandbox) fill(key string, p Program) {
+func (pl *pool) fill(key string, p Program) {
 	// Never a caller's context: the container outlives the call that asked.
-	w, err := s.startOnce(context.Background(), p, "pool")
-	if s.pooled(key, w, err) {
-		s.refill(key, p)
+	w, err := pl.start(context.Background(), p)
+	if pl.pooled(key, w, err) {
+		pl.refill(key, p)
 	}
 }
 
 // pooled adds a started container to key's idle list (or drops it when
 // the pool closed or moved on) and reports whether to go on filling.
-func (s *Sandbox) pooled(key string, w *warm, err error) bool {
-	s.pool.mu.Lock()
-	defer s.pool.mu.Unlock()
-	s.pool.filling[key]--
-	if s.pool.changed != nil { // wake the runs waiting for a fill
-		close(s.pool.changed)
-		s.pool.changed = nil
+func (pl *pool) pooled(key string, w *warm, err error) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.filling[key]--
+	if pl.changed != nil { // wake the runs waiting for a fill
+		close(pl.changed)
+		pl.changed = nil
 	}
 	if err != nil {
-		s.log.Warn("warm container did not start", "err", err)
+		pl.log.Warn("warm container did not start", "err", err)
 		return false
 	}
-	if s.pool.closed || indexOf(s.pool.recent, key) < 0 {
-		s.pool.dropLater(w, s.log)
+	if pl.closed || indexOf(pl.recent, key) < 0 {
+		pl.dropLater(w)
 		return false
 	}
-	s.pool.idle[key] = append(s.pool.idle[key], w)
+	pl.idle[key] = append(pl.idle[key], w)
 	return true
 }
 
@@ -316,7 +319,7 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm,
 
 // sweep drops idle containers that are stale, or beyond their key's
 // target for longer than shrinkAfter.
-func (pl *pool) sweep(now time.Time, log *slog.Logger) {
+func (pl *pool) sweep(now time.Time) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	for key, ws := range pl.idle {
@@ -324,7 +327,7 @@ func (pl *pool) sweep(now time.Time, log *slog.Logger) {
 		want := pl.target(key, now)
 		for _, w := range ws {
 			if !w.usable() || (len(keep) >= want && now.Sub(w.started) > shrinkAfter) {
-				pl.dropLater(w, log)
+				pl.dropLater(w)
 				continue
 			}
 			keep = append(keep, w)
@@ -334,12 +337,12 @@ func (pl *pool) sweep(now time.Time, log *slog.Logger) {
 }
 
 // close removes every idle container and waits for fills and removals.
-func (pl *pool) close(log *slog.Logger) {
+func (pl *pool) close() {
 	pl.mu.Lock()
 	pl.closed = true
 	for _, ws := range pl.idle {
 		for _, w := range ws {
-			pl.dropLater(w, log)
+			pl.dropLater(w)
 		}
 	}
 	pl.idle = map[string][]*warm{}

@@ -9,7 +9,7 @@ import (
 // grows with the runs started in the last window and those running, stops
 // at the ceiling, and falls back once the window has passed.
 func TestPoolTargetFollowsDemand(t *testing.T) {
-	pl := newPool(2, 6)
+	pl := newPool(2, 6, nil, nil)
 	t0 := time.Now()
 	if got := pl.target("k", t0); got != 2 {
 		t.Errorf("no demand: target %d; want the floor 2", got)

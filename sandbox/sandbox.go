@@ -72,7 +72,7 @@ type Sandbox struct {
 	leases    leases
 	log       *slog.Logger
 	sess      sessions
-	pool      pool
+	pool      *pool
 	runsDir   string // RunsDir/<owner>: this instance's run output folders
 	closing   atomic.Bool
 	shutdown  context.Context // cancelled by Shutdown: every call in flight ends
@@ -119,7 +119,6 @@ func New(cfg Config) (*Sandbox, error) {
 		slots:  semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
 		owner:  owner,
 		sess:   sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
-		pool:   newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling)),
 		leases: held,
 	}
 	if cfg.RunsDir != "" {
@@ -128,6 +127,8 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("sandbox: run output folders: %w", err)
 		}
 	}
+	s.pool = newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling),
+		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool") }, s.log)
 	s.shutdown, s.stopAll = context.WithCancel(context.Background())
 	s.sess.ctx, s.sess.cancel = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
@@ -143,6 +144,10 @@ func (s *Sandbox) SessionTTL() time.Duration { return s.cfg.SessionTTL }
 
 // MaxSessions is the cap on live sessions.
 func (s *Sandbox) MaxSessions() int { return s.cfg.MaxSessions }
+
+// PoolReady is how many ready containers the warm pool holds, all
+// environments together.
+func (s *Sandbox) PoolReady() int { return s.pool.ready() }
 
 // Image returns the default runtime image.
 func (s *Sandbox) Image() string { return s.cfg.Image }
@@ -238,9 +243,9 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	w := s.takeWarm(ctx, p)
+	w := s.pool.take(ctx, p)
 	warm := w != nil
-	defer s.ranDone(p)
+	defer s.pool.done(p)
 	if w == nil {
 		if w, err = s.startOnce(ctx, p, "run"); err != nil {
 			return Result{}, err
@@ -277,7 +282,7 @@ func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, erro
 		w.exitInto(&res) // killed: by the OOM killer? Docker knows
 	}
 	res.Outputs, res.OutputsNote, w.outputs = w.outputs, w.outputsNote, nil // the caller's now
-	s.pool.dropLater(w, s.log)
+	s.pool.dropLater(w)
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()

@@ -39,7 +39,7 @@ func (s *Sandbox) reap() {
 			return
 		case now := <-tick.C:
 			s.expire(now.Add(-s.cfg.SessionTTL))
-			s.pool.sweep(now, s.log)
+			s.pool.sweep(now)
 			s.eng.RemoveStrays(s.sess.ctx) // what could not be removed while the daemon was away
 		}
 	}
@@ -91,7 +91,7 @@ func (s *Sandbox) Close() {
 		}
 		wg.Wait()
 		s.drain() // the runs and probes in flight end (sessions' were just killed)
-		s.pool.close(s.log)
+		s.pool.close()
 		if n := s.eng.RemoveStrays(context.Background()); n > 0 {
 			s.log.Warn("containers could not be removed (is the Docker daemon down?); the next pybox on this state directory removes them", "count", n)
 		}

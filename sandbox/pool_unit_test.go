@@ -1,0 +1,282 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// The pool's state machine, without Docker: its containers come from a
+// start function the test controls (in addition to the real-Docker pool
+// tests in pool_test.go, never instead).
+
+// stubAttachment is a container that is only ever started and destroyed.
+type stubAttachment struct {
+	id        string
+	done      chan struct{}
+	destroyed atomic.Bool
+	once      sync.Once
+}
+
+func (a *stubAttachment) ContainerID() string         { return a.id }
+func (a *stubAttachment) Output() io.Reader           { return eofReader{} }
+func (a *stubAttachment) Write(p []byte) (int, error) { return len(p), nil }
+func (a *stubAttachment) Broken() bool                { return false }
+func (a *stubAttachment) Done() <-chan struct{}       { return a.done }
+func (a *stubAttachment) Exit() engine.Exit           { return engine.Exit{Code: 137} }
+func (a *stubAttachment) Destroy(context.Context) error {
+	a.destroyed.Store(true)
+	a.once.Do(func() { close(a.done) })
+	return nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// starter hands out stub containers, optionally held until release, and
+// records how many starts ran at once.
+type starter struct {
+	mu       sync.Mutex
+	made     []*stubAttachment
+	inFlight int
+	most     int
+	gate     chan struct{} // non-nil: each start waits for a value on it, or its close
+	fail     atomic.Bool
+}
+
+func (s *starter) start(ctx context.Context, p Program) (*warm, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.mu.Unlock()
+	if s.gate != nil {
+		<-s.gate
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+	if s.fail.Load() {
+		return nil, errors.New("stub: start failed")
+	}
+	a := &stubAttachment{id: "stub", done: make(chan struct{})}
+	s.made = append(s.made, a)
+	return &warm{conn: &conn{k: a, halted: make(chan struct{})}, started: time.Now()}, nil
+}
+
+func (s *starter) counts() (made, destroyed int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.made {
+		if a.destroyed.Load() {
+			destroyed++
+		}
+	}
+	return len(s.made), destroyed
+}
+
+func stubPool(t *testing.T, floor, ceiling int, st *starter) *pool {
+	t.Helper()
+	pl := newPool(floor, ceiling, st.start, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() {
+		if st.gate != nil {
+			close(st.gate)
+		}
+		pl.close()
+	})
+	return pl
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var stubProgram = Program{Image: "img", Workspace: "/ws"}
+
+// TestPoolUnitRefillAfterRun: nothing is started before the first run; a
+// run takes nothing from an empty pool, and its end refills the key to its
+// target, at most maxFills starts at a time; the next run gets a ready one.
+func TestPoolUnitRefillAfterRun(t *testing.T) {
+	st := &starter{}
+	pl := stubPool(t, 2, 4, st)
+	if w := pl.take(context.Background(), stubProgram); w != nil {
+		t.Fatal("an empty pool handed out a container")
+	}
+	if made, _ := st.counts(); made != 0 {
+		t.Fatalf("%d containers started before any run ended; want 0 (refills follow runs)", made)
+	}
+	pl.done(stubProgram)
+	// One run in the window: the target is the floor, 2.
+	eventually(t, "two ready containers", func() bool { return pl.ready() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if made, _ := st.counts(); made != 2 {
+		t.Errorf("%d containers started for a target of 2", made)
+	}
+	if st.most > maxFills {
+		t.Errorf("%d starts at once; the most is %d", st.most, maxFills)
+	}
+	w := pl.take(context.Background(), stubProgram)
+	if w == nil {
+		t.Fatal("a ready container was not handed out")
+	}
+	if pl.ready() != 1 {
+		t.Errorf("%d ready after a take; want 1", pl.ready())
+	}
+	pl.dropLater(w)
+	pl.done(stubProgram)
+	// Two runs in the window: the target stays 2 (floor) .. it may grow to
+	// 2 recent starts; never past the ceiling.
+	eventually(t, "the pool refilled", func() bool { return pl.ready() >= 2 })
+	if n := pl.ready(); n > 4 {
+		t.Errorf("%d ready; the ceiling is 4", n)
+	}
+}
+
+// TestPoolUnitTakeJoinsAFill: with nothing ready but a start under way, a
+// run waits for that start (up to joinWait) instead of going cold.
+func TestPoolUnitTakeJoinsAFill(t *testing.T) {
+	st := &starter{gate: make(chan struct{})}
+	pl := stubPool(t, 1, 1, st)
+	pl.take(context.Background(), stubProgram) // an empty pool: counted as demand
+	pl.done(stubProgram)                       // starts one fill, held at the gate
+	eventually(t, "a fill under way", func() bool {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		return pl.filling[poolKey(stubProgram)] == 1
+	})
+	got := make(chan *warm, 1)
+	go func() { got <- pl.take(context.Background(), stubProgram) }()
+	time.Sleep(50 * time.Millisecond)
+	st.gate <- struct{}{} // the fill ends
+	select {
+	case w := <-got:
+		if w == nil {
+			t.Fatal("the run went cold although a fill ended while it waited")
+		}
+		pl.dropLater(w)
+	case <-time.After(joinWait + 5*time.Second):
+		t.Fatal("take did not return")
+	}
+}
+
+// TestPoolUnitTakeGivesUpAfterJoinWait: a fill that does not end in time
+// leaves the run to the cold path after joinWait, not later.
+func TestPoolUnitTakeGivesUpAfterJoinWait(t *testing.T) {
+	st := &starter{gate: make(chan struct{})}
+	pl := stubPool(t, 1, 1, st)
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram)
+	eventually(t, "a fill under way", func() bool {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		return pl.filling[poolKey(stubProgram)] == 1
+	})
+	start := time.Now()
+	if w := pl.take(context.Background(), stubProgram); w != nil {
+		t.Fatal("take returned a container no fill had made")
+	}
+	if waited := time.Since(start); waited < joinWait/2 || waited > joinWait+5*time.Second {
+		t.Errorf("take waited %v for a stuck fill; want about %v", waited, joinWait)
+	}
+}
+
+// TestPoolUnitCloseDuringFills: containers whose start ends after close
+// are destroyed, not pooled, and close waits for them.
+func TestPoolUnitCloseDuringFills(t *testing.T) {
+	st := &starter{gate: make(chan struct{})}
+	pl := newPool(2, 2, st.start, slog.New(slog.DiscardHandler))
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram)
+	eventually(t, "two fills under way", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.inFlight == 2
+	})
+	closed := make(chan struct{})
+	go func() { pl.close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("close returned while two starts were under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(st.gate)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return after the starts ended")
+	}
+	made, destroyed := st.counts()
+	if made != 2 || destroyed != 2 {
+		t.Errorf("%d started, %d destroyed after close; want 2 and 2", made, destroyed)
+	}
+	if pl.ready() != 0 {
+		t.Errorf("%d ready after close", pl.ready())
+	}
+	pl.done(stubProgram)
+	time.Sleep(50 * time.Millisecond)
+	if made, _ := st.counts(); made != 2 {
+		t.Errorf("a run ending after close started %d more containers", made-2)
+	}
+}
+
+// TestPoolUnitFailedStartStopsTheChain: a start that fails ends that
+// key's refill (no retry storm against a daemon that refuses); the next
+// run's end tries again.
+func TestPoolUnitFailedStartStopsTheChain(t *testing.T) {
+	st := &starter{}
+	st.fail.Store(true)
+	pl := stubPool(t, 2, 2, st)
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram)
+	eventually(t, "the fills ended", func() bool {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		return pl.fills() == 0
+	})
+	st.fail.Store(false)
+	time.Sleep(50 * time.Millisecond)
+	if pl.ready() != 0 {
+		t.Fatalf("%d ready although every start failed", pl.ready())
+	}
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram)
+	eventually(t, "the pool filled once starts work again", func() bool { return pl.ready() == 2 })
+}
+
+// TestPoolUnitOldKeysDrained: only the poolKeys most recent environments
+// are kept warm; a newer one drains the oldest's containers.
+func TestPoolUnitOldKeysDrained(t *testing.T) {
+	st := &starter{}
+	pl := stubPool(t, 1, 1, st)
+	progs := []Program{{Image: "a", Workspace: "/ws"}, {Image: "b", Workspace: "/ws"}, {Image: "c", Workspace: "/ws"}}
+	for _, p := range progs[:poolKeys] {
+		pl.take(context.Background(), p) // nothing ready: counted as demand
+		pl.done(p)
+	}
+	eventually(t, "one ready per key", func() bool { return pl.ready() == poolKeys })
+	pl.take(context.Background(), progs[poolKeys])
+	eventually(t, "the oldest key's container destroyed", func() bool {
+		_, destroyed := st.counts()
+		return destroyed == 1
+	})
+	pl.mu.Lock()
+	_, kept := pl.idle[poolKey(progs[0])]
+	pl.mu.Unlock()
+	if kept {
+		t.Error("the oldest environment is still kept warm")
+	}
+}
