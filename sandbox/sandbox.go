@@ -71,7 +71,7 @@ type Sandbox struct {
 	owner     Owner
 	leases    leases
 	log       *slog.Logger
-	sess      sessions
+	sess      *sessions
 	pool      *pool
 	runsDir   string // RunsDir/<owner>: this instance's run output folders
 	closing   atomic.Bool
@@ -118,7 +118,7 @@ func New(cfg Config) (*Sandbox, error) {
 		cfg: cfg, eng: cfg.Backend, log: cfg.Log,
 		slots:  semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
 		owner:  owner,
-		sess:   sessions{live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})},
+		sess:   newSessions(cfg.MaxSessions, cfg.Log),
 		leases: held,
 	}
 	if cfg.RunsDir != "" {
@@ -130,7 +130,6 @@ func New(cfg Config) (*Sandbox, error) {
 	s.pool = newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling),
 		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool") }, s.log)
 	s.shutdown, s.stopAll = context.WithCancel(context.Background())
-	s.sess.ctx, s.sess.cancel = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
 	go s.reap()
 	return s, nil

@@ -38,28 +38,39 @@ func (s *Sandbox) reap() {
 		case <-s.sess.stop:
 			return
 		case now := <-tick.C:
-			s.expire(now.Add(-s.cfg.SessionTTL))
+			s.sess.expire(now.Add(-s.cfg.SessionTTL), "it was idle for longer than "+s.cfg.SessionTTL.String())
 			s.pool.sweep(now)
 			s.eng.RemoveStrays(s.sess.ctx) // what could not be removed while the daemon was away
 		}
 	}
 }
 
-func (s *Sandbox) expire(cutoff time.Time) {
-	s.sess.mu.Lock()
-	var idle []*liveSession
-	for _, ls := range s.sess.live {
-		if ls.idleSince(cutoff) {
-			idle = append(idle, ls)
-		}
-	}
-	s.sess.mu.Unlock()
-	for _, ls := range idle {
-		if ls.turn.TryAcquire(1) { // not running a program right now
-			s.retire(ls, "it was idle for longer than "+s.cfg.SessionTTL.String())
+// expire retires, for reason, the sessions idle and unused since cutoff
+// (not one running a program).
+func (r *sessions) expire(cutoff time.Time, reason string) {
+	for _, ls := range r.all() {
+		if ls.idleSince(cutoff) && ls.turn.TryAcquire(1) {
+			r.retire(ls, reason)
 			ls.turn.Release(1)
 		}
 	}
+}
+
+// close ends the registry: nothing starts or registers from now on, the
+// starts under way are cancelled and the reaper stopped (both awaited),
+// then every live session is retired for reason.
+func (r *sessions) close(reason string) {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	close(r.stop)
+	r.wg.Wait() // the reaper, and starts removing what they made
+	var wg sync.WaitGroup
+	for _, ls := range r.all() {
+		wg.Go(func() { r.retire(ls, reason) })
+	}
+	wg.Wait()
 }
 
 // Close ends every session, cancels the starts under way, stops the idle
@@ -69,27 +80,7 @@ func (s *Sandbox) expire(cutoff time.Time) {
 func (s *Sandbox) Close() {
 	s.closeOnce.Do(func() {
 		s.Shutdown() // no run or probe starts from now on; those in flight end
-		s.sess.mu.Lock()
-		s.sess.closed = true // no start registers, nor begins, from now on
-		s.sess.mu.Unlock()
-		s.sess.cancel()
-		close(s.sess.stop)
-		s.sess.wg.Wait() // the reaper, and starts removing what they made
-		s.sess.mu.Lock()
-		all := make([]*liveSession, 0, len(s.sess.live))
-		for _, ls := range s.sess.live {
-			all = append(all, ls)
-		}
-		s.sess.mu.Unlock()
-		var wg sync.WaitGroup
-		for _, ls := range all {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.retire(ls, "the server stopped")
-			}()
-		}
-		wg.Wait()
+		s.sess.close("the server stopped")
 		s.drain() // the runs and probes in flight end (sessions' were just killed)
 		s.pool.close()
 		if n := s.eng.RemoveStrays(context.Background()); n > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sort"
 	"sync"
@@ -43,8 +44,11 @@ type SessionInfo struct {
 	Busy     bool
 }
 
-// sessions is the registry of live sessions.
+// sessions is the registry of live sessions: which session each id names,
+// why ended ones ended, the cap on live ones, and the starts under way.
 type sessions struct {
+	max      int // live sessions and starts at once
+	log      *slog.Logger
 	mu       sync.Mutex
 	live     map[string]*liveSession
 	ended    map[string]string // why a session of that id ended (bounded)
@@ -66,6 +70,12 @@ type liveSession struct {
 }
 
 const maxEndedNotes = 1024
+
+func newSessions(max int, log *slog.Logger) *sessions {
+	r := &sessions{max: max, log: log, live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
+}
 
 // maxTurnTries bounds how often one call finds its session ended (expired,
 // closed, dead or on another image) while it waited, and starts again.
@@ -97,7 +107,7 @@ func (s *Sandbox) RunInSession(ctx context.Context, id string, p SessionProgram)
 	note := ""
 	fresh := ls.fresh.Swap(false)
 	if fresh {
-		note = s.takeEndedNote(id)
+		note = s.sess.takeEndedNote(id)
 	}
 	if err := prepare(p.Prepare); err != nil {
 		return Result{NewSession: fresh, SessionNote: note}, err
@@ -118,7 +128,7 @@ func (s *Sandbox) takeTurn(ctx context.Context, id string, p SessionProgram) (*l
 		if err := ls.turn.Acquire(ctx, 1); err != nil {
 			return nil, context.Cause(ctx)
 		}
-		if s.usable(ls, p) {
+		if s.sess.usable(ls, p) {
 			return ls, nil
 		}
 		ls.turn.Release(1)
@@ -129,16 +139,16 @@ func (s *Sandbox) takeTurn(ctx context.Context, id string, p SessionProgram) (*l
 // usable reports whether ls, whose turn the caller holds, can run p. It
 // retires ls when its kernel died since the last call or when p must follow
 // a new image; holding the turn, that kills nobody's program.
-func (s *Sandbox) usable(ls *liveSession, p SessionProgram) bool {
-	if !s.current(ls) { // expired or closed while this call waited
+func (r *sessions) usable(ls *liveSession, p SessionProgram) bool {
+	if !r.current(ls) { // expired or closed while this call waited
 		return false
 	}
 	if x, ok := ls.exited(); ok {
-		s.retire(ls, exitReason(x))
+		r.retire(ls, exitReason(x))
 		return false
 	}
 	if p.FollowImage && ls.image != p.Image {
-		s.retire(ls, "the environment changed (packages were installed or it was reconfigured), so it restarted on the new one")
+		r.retire(ls, "the environment changed (packages were installed or it was reconfigured), so it restarted on the new one")
 		return false
 	}
 	return true
@@ -146,7 +156,7 @@ func (s *Sandbox) usable(ls *liveSession, p SessionProgram) bool {
 
 // runTurn runs one program in ls and retires the session if it was lost.
 func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram) (Result, error) {
-	if !s.current(ls) { // closed while this call waited for a slot
+	if !s.sess.current(ls) { // closed while this call waited for a slot
 		return Result{SessionLost: true}, fmt.Errorf("session %s ended while this call waited; call again for a new one", ls.id)
 	}
 	ls.setBusy(true)
@@ -160,7 +170,7 @@ func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram
 	res.Truncated = tout || terr
 	if lost != nil {
 		res.SessionLost = true
-		s.retire(ls, lostReason(res, lost, err))
+		s.sess.retire(ls, lostReason(res, lost, err))
 	}
 	return res, err
 }
@@ -195,55 +205,64 @@ func exitReason(x engine.Exit) string {
 	return fmt.Sprintf("its Python process exited (status %d)", x.Code)
 }
 
-func (s *Sandbox) lookup(id string) *liveSession {
-	s.sess.mu.Lock()
-	defer s.sess.mu.Unlock()
-	return s.sess.live[id]
+// all returns the live sessions.
+func (r *sessions) all() []*liveSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	list := make([]*liveSession, 0, len(r.live))
+	for _, ls := range r.live {
+		list = append(list, ls)
+	}
+	return list
 }
 
-func (s *Sandbox) current(ls *liveSession) bool { return s.lookup(ls.id) == ls }
+func (r *sessions) lookup(id string) *liveSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live[id]
+}
+
+func (r *sessions) current(ls *liveSession) bool { return r.lookup(ls.id) == ls }
 
 // retire removes ls from the registry, destroys it and remembers why. Only
 // the first reason counts: a program killed by CloseSession must not turn
 // "it was closed" into "exited (status 137)", nor note a later session of
 // the same id as ended.
-func (s *Sandbox) retire(ls *liveSession, reason string) {
-	s.sess.mu.Lock()
-	first := s.sess.live[ls.id] == ls
+func (r *sessions) retire(ls *liveSession, reason string) {
+	r.mu.Lock()
+	first := r.live[ls.id] == ls
 	if first {
-		delete(s.sess.live, ls.id)
-		if len(s.sess.ended) >= maxEndedNotes {
-			clear(s.sess.ended)
+		delete(r.live, ls.id)
+		if len(r.ended) >= maxEndedNotes {
+			clear(r.ended)
 		}
-		s.sess.ended[ls.id] = reason
+		r.ended[ls.id] = reason
 	}
-	s.sess.mu.Unlock()
+	r.mu.Unlock()
 	ls.stopWatch()
-	ls.destroy(context.Background(), s.log)
+	ls.destroy(context.Background(), r.log)
 	if first {
-		s.log.Info("session ended", "session_id", ls.id, "reason", reason)
+		r.log.Info("session ended", "session_id", ls.id, "reason", reason)
 	}
 }
 
-func (s *Sandbox) takeEndedNote(id string) string {
-	s.sess.mu.Lock()
-	defer s.sess.mu.Unlock()
-	reason, ok := s.sess.ended[id]
+func (r *sessions) takeEndedNote(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reason, ok := r.ended[id]
 	if !ok {
 		return ""
 	}
-	delete(s.sess.ended, id)
+	delete(r.ended, id)
 	return fmt.Sprintf("the previous session %q ended (%s), so its variables are gone; this is a new session", id, reason)
 }
 
 // Sessions lists the live sessions, oldest first.
-func (s *Sandbox) Sessions() []SessionInfo {
-	s.sess.mu.Lock()
-	list := make([]*liveSession, 0, len(s.sess.live))
-	for _, ls := range s.sess.live {
-		list = append(list, ls)
-	}
-	s.sess.mu.Unlock()
+func (s *Sandbox) Sessions() []SessionInfo { return s.sess.list() }
+
+// list returns the live sessions' descriptions, oldest first.
+func (r *sessions) list() []SessionInfo {
+	list := r.all()
 	out := make([]SessionInfo, 0, len(list))
 	for _, ls := range list {
 		out = append(out, ls.info())
@@ -257,10 +276,10 @@ func (s *Sandbox) CloseSession(ctx context.Context, id string) error {
 	if err := ValidSessionID(id); err != nil {
 		return err
 	}
-	ls := s.lookup(id)
+	ls := s.sess.lookup(id)
 	if ls == nil {
 		return fmt.Errorf("%w: %q", ErrNoSession, id)
 	}
-	s.retire(ls, "it was closed")
+	s.sess.retire(ls, "it was closed")
 	return nil
 }

@@ -15,7 +15,7 @@ var errClosed = errors.New("sandbox: closed")
 // caller's cancellation returns at once; the start goes on for whoever asks
 // next, and Close ends it.
 func (s *Sandbox) sessionFor(ctx context.Context, id string, p SessionProgram) (*liveSession, error) {
-	if ls := s.lookup(id); ls != nil {
+	if ls := s.sess.lookup(id); ls != nil {
 		return ls, nil
 	}
 	ch := s.sess.starts.DoChan(id, func() (any, error) { return s.startLive(id, p) })
@@ -33,21 +33,21 @@ func (s *Sandbox) sessionFor(ctx context.Context, id string, p SessionProgram) (
 // startLive starts session id and registers it, within the cap on sessions
 // and unless the Sandbox closes meanwhile.
 func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
-	if ls := s.lookup(id); ls != nil {
+	if ls := s.sess.lookup(id); ls != nil {
 		return ls, nil
 	}
-	if err := s.reserve(); err != nil {
+	if err := s.sess.reserve(); err != nil {
 		return nil, err
 	}
 	defer s.sess.wg.Done()
 	q, err := s.quotaFor(p.Workspace)
 	if err != nil {
-		s.register(nil)
+		s.sess.register(nil)
 		return nil, err
 	}
 	ss, err := s.startSession(s.sess.ctx, id, p)
 	if err != nil {
-		s.register(nil)
+		s.sess.register(nil)
 		return nil, err
 	}
 	ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1)}
@@ -55,7 +55,7 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 	// The watch lasts as long as the session: a thread its programs leave
 	// behind writes between calls too.
 	ls.stopWatch = q.watch(func(why error) { s.overQuota(ls, why) })
-	if !s.register(ls) {
+	if !s.sess.register(ls) {
 		ls.stopWatch()
 		ss.destroy(s.sess.ctx, s.log)
 		return nil, errClosed
@@ -66,31 +66,31 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 // reserve counts a start against the cap before it begins, so concurrent
 // first calls with different ids cannot all pass the check, and makes Close
 // wait for it.
-func (s *Sandbox) reserve() error {
-	s.sess.mu.Lock()
-	defer s.sess.mu.Unlock()
-	if s.sess.closed {
+func (r *sessions) reserve() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
 		return errClosed
 	}
-	if n := len(s.sess.live) + s.sess.starting; n >= s.cfg.MaxSessions {
+	if n := len(r.live) + r.starting; n >= r.max {
 		return fmt.Errorf("%w: %d of %d are in use; close one with close_session or wait for idle ones to expire",
-			ErrSessionLimit, n, s.cfg.MaxSessions)
+			ErrSessionLimit, n, r.max)
 	}
-	s.sess.starting++
-	s.sess.wg.Add(1) // under mu, before Close can wait
+	r.starting++
+	r.wg.Add(1) // under mu, before Close can wait
 	return nil
 }
 
 // register ends a reservation, adding ls (nil: the start failed) to the
 // registry; false means the Sandbox closed meanwhile and ls must go.
-func (s *Sandbox) register(ls *liveSession) bool {
-	s.sess.mu.Lock()
-	defer s.sess.mu.Unlock()
-	s.sess.starting--
-	if ls == nil || s.sess.closed {
+func (r *sessions) register(ls *liveSession) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starting--
+	if ls == nil || r.closed {
 		return false
 	}
-	s.sess.live[ls.id] = ls
+	r.live[ls.id] = ls
 	return true
 }
 
@@ -99,7 +99,7 @@ func (s *Sandbox) register(ls *liveSession) bool {
 func (s *Sandbox) overQuota(ls *liveSession, why error) {
 	ls.halt(why)
 	if ls.turn.TryAcquire(1) {
-		s.retire(ls, "a program took its workspace over the storage quota")
+		s.sess.retire(ls, "a program took its workspace over the storage quota")
 		ls.turn.Release(1)
 	}
 }
