@@ -56,6 +56,18 @@ func TestScratchRuns(t *testing.T) {
 	if res := run("import atexit, os\natexit.register(lambda: os._exit(0))\n", &test); res.ExitCode != 1 {
 		t.Errorf("an atexit os._exit(0) after failing tests: exit %d stderr %q; want 1", res.ExitCode, res.Stderr)
 	}
+	// A program cannot end its process with status 0 before its tests
+	// have finished, however it ends it: the pass needs the runner's own
+	// word that the tests ran to their end.
+	for name, code := range map[string]string{
+		"os._exit(0)":                      "import os\nos._exit(0)\n",
+		"exec of /bin/true":                "import os\nos.execv('/bin/true', ['true'])\n",
+		"a thread's os._exit(0) mid-tests": "import os, threading, time\nthreading.Timer(0.3, lambda: os._exit(0)).start()\ndef add(a, b):\n    time.sleep(2)\n    return a - b\n",
+	} {
+		if res := run(code, &test); res.ExitCode == 0 || !strings.Contains(res.Stderr, "before its tests finished") {
+			t.Errorf("%s before the tests finished: exit %d stderr %q; want a failure that says the tests did not finish", name, res.ExitCode, res.Stderr)
+		}
+	}
 	bad := "assert (\n"
 	if res := run("x = 1\n", &bad); res.ExitCode != 1 || !strings.Contains(res.Stderr, "SyntaxError") {
 		t.Errorf("tests that do not compile: exit %d stderr %q", res.ExitCode, res.Stderr)

@@ -61,6 +61,15 @@ func evalCases() []evalCase {
 		{"exit0-before-tests", map[string]any{"code": "import sys\nsys.exit(0)\n", "test": "assert False, 'the tests ran'\n"}, func(r evalResult) bool {
 			return failedExit(r) && strings.Contains(r.Stderr, "before its tests ran")
 		}},
+		{"os-exit0-before-tests", map[string]any{"code": "import os\nos._exit(0)\n", "test": "assert False, 'the tests ran'\n"}, func(r evalResult) bool {
+			return failedExit(r) && strings.Contains(r.Stderr, "before its tests finished")
+		}},
+		{"exec-true-before-tests", map[string]any{"code": "import os\nos.execv('/bin/true', ['true'])\n", "test": "assert False\n"}, func(r evalResult) bool {
+			return failedExit(r) && strings.Contains(r.Stderr, "before its tests finished")
+		}},
+		{"thread-exit0-mid-tests", map[string]any{"code": "import os, threading, time\nthreading.Timer(0.3, lambda: os._exit(0)).start()\ndef slow():\n    time.sleep(2)\n    return False\n", "test": "assert slow()\n"}, func(r evalResult) bool {
+			return failedExit(r) && strings.Contains(r.Stderr, "before its tests finished")
+		}},
 		{"atexit-exit0", map[string]any{"code": "import atexit, os\natexit.register(lambda: os._exit(0))\n", "test": "assert False\n"}, func(r evalResult) bool {
 			return failedExit(r) && r.Exception == "AssertionError"
 		}},

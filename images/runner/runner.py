@@ -36,8 +36,15 @@ The nonce (a per-request secret) never reaches the worker. In kernel mode
 the worker reports the end of each program on a control pipe ("done SEQ N"),
 which the program, running in the worker, can reach too: it can end its
 own turn early (as it could by returning while a thread runs on), but
-anything else it writes there discards the session. In once mode there is
-no such pipe: the verdict is the worker's exit status. Output that threads
+anything else it writes there discards the session. In once mode the
+verdict is the worker's exit status; the worker keeps the control pipe only
+for a request with tests (pybox eval), where a status 0 counts only if the
+worker wrote "pass TOKEN" there after the tests passed (TOKEN: a secret the
+supervisor adds to that request as "attest"): a program that ends its
+process early with status 0 (os._exit, an exec, from any thread) fails.
+The program shares the worker's memory, so a program written against this
+runner could find the token, as it could patch the tests' names; what it
+cannot do is pass by ending early in any generic way. Output that threads
 print after a done frame is framed under the nonce in force when the
 supervisor reads it. If the worker dies the supervisor exits with its status.
 """
@@ -110,6 +117,10 @@ class Supervisor:
         self.closing = False  # stdin ended: the worker gets no more requests
         self.seq = 0  # requests forwarded to the worker
         self.ctl = b""
+        # once with tests (pybox eval): a pass needs the worker's word, on
+        # its control pipe, that the tests ran to their end (see attest).
+        self.attest = None
+        self.attested = False
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -191,7 +202,10 @@ class Supervisor:
             if not self.pending:
                 self.poller.register(self.req_w, select.POLLOUT)
             self.seq += 1
-            req["seq"] = self.seq  # the worker's done names it: a late one is dropped
+            req["seq"] = self.seq
+            if self.once and req.get("test") is not None:
+                self.attest = os.urandom(16).hex()
+                req["attest"] = self.attest  # the worker's done names it: a late one is dropped
             self.served = True
             body = json.dumps(req).encode()
             self.pending += b"%d\n" % len(body) + body
@@ -265,9 +279,18 @@ class Supervisor:
                 pass
 
     def control(self, fd):
-        data = os.read(self.ctl_r, 4096)
+        try:
+            data = os.read(self.ctl_r, 4096)
+        except BlockingIOError:
+            return
         if not data:
-            self.poller.unregister(self.ctl_r)
+            try:
+                self.poller.unregister(self.ctl_r)
+            except KeyError:
+                pass  # its end was seen before
+            return
+        if self.once:
+            self.attestation(data)
             return
         self.ctl += data
         if b"\n" not in self.ctl and len(self.ctl) > 32:  # no "done N" is that long
@@ -283,6 +306,14 @@ class Supervisor:
                 continue
             self.drain()
             frame(self.nonce, "done", json.dumps({"code": int(word[2]) & 0xFF}).encode())
+
+    def attestation(self, data):
+        """once: the worker's word that the tests passed, b"pass <token>",
+        where the token came with the request. Anything else written there
+        (only the program could) counts for nothing."""
+        self.ctl = (self.ctl + data)[-64:]
+        if self.attest and self.ctl == b"pass %s\n" % self.attest.encode():
+            self.attested = True
 
     def broken(self, why):
         """End the worker and tell pybox why (it discards the container)."""
@@ -304,6 +335,19 @@ class Supervisor:
 
     def worker_ended(self, code):
         self.drain()
+        if self.once and self.attest:
+            while not self.attested:  # what the worker wrote before it ended
+                try:
+                    data = os.read(self.ctl_r, 4096)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self.attestation(data)
+            if code == 0 and not self.attested:
+                frame(self.nonce, "err", b"pybox: the program ended its process with status 0 before its tests finished "
+                      b"(os._exit or an exec, from any thread); that is a failure\n")
+                code = 1
         if self.once and self.served:
             frame(self.nonce, "done", json.dumps({"code": code}).encode())
             if code < 128 and self.lingers:
@@ -458,9 +502,7 @@ def worker_main(mode, fds):
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     signal.set_wakeup_fd(-1)
-    keep = {0, 1, 2, requests, call_w, reply_r}
-    if mode == "kernel":  # once reports by exiting: no control pipe at all
-        keep.add(ctl)
+    keep = {0, 1, 2, requests, ctl, call_w, reply_r}
     for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
         if fd not in keep:
             try:

@@ -192,12 +192,17 @@ def feed_stdin(text):
     sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
 
 
-def run_once(requests, channel):
+def run_once(requests, ctl, channel):
     """once: wait for the request, run its file as __main__, and return its
-    status (the caller exits with it, through normal interpreter shutdown)."""
+    status (the caller exits with it, through normal interpreter shutdown).
+    The control pipe stays open only for a request with tests: there the
+    worker attests on it that they passed (see run_tested)."""
     req = read_request(requests)
     if req is None:
         os._exit(0)  # the pool discarded us unused
+    attest = req.pop("attest", None)
+    if attest is None or req.get("test") is None:
+        close_channel((ctl,))
     if req.get("tools") is not None:
         install_tools(req["tools"], channel)
     else:
@@ -220,18 +225,22 @@ def run_once(requests, channel):
         print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
         return 2
     if req.get("test") is not None:
-        return run_tested(path, req["test"], outputs)
+        return run_tested(path, req["test"], outputs, ctl, attest)
     init = req.get("variables") or None  # bound as globals before the program runs
     return guarded(lambda: runpy.run_path(path, init_globals=init, run_name="__main__"), path, outputs)
 
 
-def run_tested(path, test, outdir):
+def run_tested(path, test, outdir, ctl, attest):
     """once with tests (pybox eval): run the file as __main__, then the
     tests in its globals, as `python` would run the two joined, except that
     the program cannot end early as a success: a SystemExit it raises before
-    its tests have run is a failure, and a failing test ends the worker at
+    its tests have run is a failure, a failing test ends the worker at
     once, so no atexit handler or thread the program left can change the
-    status. The tests are compiled before the program runs."""
+    status, and a status 0 counts only once the worker has written
+    b"pass <attest>" on its control pipe after the tests passed: the
+    supervisor makes a 0 without it a failure, so ending the process
+    early (os._exit(0), an exec, from any thread) cannot pass. The tests
+    are compiled before the program runs."""
     try:
         tests = compile(test, "<tests>", "exec")
     except SyntaxError as e:
@@ -255,6 +264,10 @@ def run_tested(path, test, outdir):
     status = guarded(lambda: exec(tests, main.__dict__), "<tests>", outdir)
     if status != 0:
         finish(status)
+    try:
+        os.write(ctl, b"pass %s\n" % attest.encode())
+    except (OSError, AttributeError):
+        pass  # the program closed or replaced the pipe: no pass
     return 0
 
 
@@ -403,5 +416,5 @@ def worker(mode, requests_fd, ctl_fd, channel):
     become_worker()
     requests = os.fdopen(requests_fd, "rb", buffering=0)
     if mode == "once":
-        return run_once(requests, channel)
+        return run_once(requests, ctl_fd, channel)
     return Kernel(requests, ctl_fd, channel).serve()
