@@ -60,9 +60,10 @@ func TestScratchRuns(t *testing.T) {
 	// have finished, however it ends it: the pass needs the runner's own
 	// word that the tests ran to their end.
 	for name, code := range map[string]string{
-		"os._exit(0)":                      "import os\nos._exit(0)\n",
-		"exec of /bin/true":                "import os\nos.execv('/bin/true', ['true'])\n",
-		"a thread's os._exit(0) mid-tests": "import os, threading, time\nthreading.Timer(0.3, lambda: os._exit(0)).start()\ndef add(a, b):\n    time.sleep(2)\n    return a - b\n",
+		"os._exit(0)":       "import os\nos._exit(0)\n",
+		"exec of /bin/true": "import os\nos.execv('/bin/true', ['true'])\n",
+		"sys.exit(0) in a function the tests call": "import sys\ndef add(a, b):\n    sys.exit(0)\n",
+		"a thread's os._exit(0) mid-tests":         "import os, threading, time\nthreading.Timer(0.3, lambda: os._exit(0)).start()\ndef add(a, b):\n    time.sleep(2)\n    return a - b\n",
 	} {
 		if res := run(code, &test); res.ExitCode == 0 || !strings.Contains(res.Stderr, "before its tests finished") {
 			t.Errorf("%s before the tests finished: exit %d stderr %q; want a failure that says the tests did not finish", name, res.ExitCode, res.Stderr)

@@ -70,6 +70,9 @@ func evalCases() []evalCase {
 		{"thread-exit0-mid-tests", map[string]any{"code": "import os, threading, time\nthreading.Timer(0.3, lambda: os._exit(0)).start()\ndef slow():\n    time.sleep(2)\n    return False\n", "test": "assert slow()\n"}, func(r evalResult) bool {
 			return failedExit(r) && strings.Contains(r.Stderr, "before its tests finished")
 		}},
+		{"sys-exit0-in-tests", map[string]any{"code": "import sys\ndef add(a, b):\n    sys.exit(0)\n", "test": "assert add(2, 3) == 5\n"}, func(r evalResult) bool {
+			return failedExit(r) && strings.Contains(r.Stderr, "before its tests finished")
+		}},
 		{"atexit-exit0", map[string]any{"code": "import atexit, os\natexit.register(lambda: os._exit(0))\n", "test": "assert False\n"}, func(r evalResult) bool {
 			return failedExit(r) && r.Exception == "AssertionError"
 		}},

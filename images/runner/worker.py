@@ -261,7 +261,15 @@ def run_tested(path, test, outdir, ctl, attest):
     except BaseException as e:
         user_traceback(e, path)
         finish(130 if isinstance(e, KeyboardInterrupt) else 1)
-    status = guarded(lambda: exec(tests, main.__dict__), "<tests>", outdir)
+    def run_tests():
+        try:
+            exec(tests, main.__dict__)
+        except SystemExit as e:  # raised by the program's code the tests called
+            status = exit_status(e)
+            quietly(lambda: print("pybox: the program exited (status %d) before its tests finished" % status, file=sys.stderr))
+            finish(status or 1)
+
+    status = guarded(run_tests, "<tests>", outdir)
     if status != 0:
         finish(status)
     try:
