@@ -2,6 +2,8 @@ package sandbox_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +144,67 @@ func TestSessionSurvivesStreamTampering(t *testing.T) {
 				t.Errorf("two calls took %v; want no stall", took)
 			}
 		})
+	}
+}
+
+// TestRunnerExitParity: a one-shot program's end looks as under `python
+// FILE` to everything it can see, although the runner skips the
+// interpreter's teardown: non-daemon threads finish, atexit handlers run
+// (a SystemExit there is reported and ignored), a finalizer of an object
+// the program's globals keep (in a cycle) runs, files it never closed are
+// flushed to disk, all in python's order, and its status stands.
+func TestRunnerExitParity(t *testing.T) {
+	ws := workspace(t, "")
+	if err := os.Chmod(ws, 0o777); err != nil { // the program writes there
+		t.Fatal(err)
+	}
+	sb, _ := newSandbox(t, sandbox.Config{})
+	code := `import atexit, sys, threading, time
+f = open('/workspace/unclosed.txt', 'w')
+f.write('kept')
+g = open('/workspace/unclosed.bin', 'wb', buffering=1 << 20)
+g.write(b'x' * 1000)
+class Bye:
+    def __del__(self):
+        print('bye from __del__')
+b = Bye(); b.me = b
+atexit.register(lambda: print('atexit ran'))
+atexit.register(lambda: sys.exit(9))
+def late():
+    time.sleep(0.3)
+    print('thread done')
+threading.Thread(target=late).start()
+sys.exit(4)
+`
+	writeFile(t, ws, "parity.py", code)
+	for i := range 3 { // cold, then from the warm pool
+		if i > 0 {
+			waitFor(t, 30*time.Second, "a warm container", func() bool { return sb.PoolReady() > 0 })
+		}
+		res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "parity.py"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm := res.Warm
+		if warm != (i > 0) {
+			t.Errorf("run %d: warm %v", i, warm)
+		}
+		if res.ExitCode != 4 {
+			t.Errorf("warm %v: exit %d; want the program's 4 (an atexit SystemExit does not change it)", warm, res.ExitCode)
+		}
+		if want := "thread done\natexit ran\nbye from __del__\n"; res.Stdout != want {
+			t.Errorf("warm %v: stdout %q; want %q", warm, res.Stdout, want)
+		}
+		if !strings.Contains(res.Stderr, "SystemExit: 9") {
+			t.Errorf("warm %v: stderr %q; want the atexit handler's SystemExit reported", warm, res.Stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "unclosed.txt")); string(b) != "kept" {
+			t.Errorf("warm %v: unclosed text file holds %q; want %q", warm, b, "kept")
+		}
+		if st, err := os.Stat(filepath.Join(ws, "unclosed.bin")); err != nil || st.Size() != 1000 {
+			t.Errorf("warm %v: unclosed buffered file: %v %v; want 1000 bytes", warm, st, err)
+		}
+		os.Remove(filepath.Join(ws, "unclosed.txt"))
+		os.Remove(filepath.Join(ws, "unclosed.bin"))
 	}
 }
