@@ -107,6 +107,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 var stubProgram = Program{Image: "img", Workspace: "/ws"}
 
+// fillsNow is how many starts the pool has under way.
+func fillsNow(pl *pool) int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.fills()
+}
+
 // TestPoolUnitRefillAfterRun: nothing is started before the first run; a
 // run takes nothing from an empty pool, and its end refills the key to its
 // target, at most maxFills starts at a time; the next run gets a ready one.
@@ -153,11 +160,7 @@ func TestPoolUnitTakeJoinsAFill(t *testing.T) {
 	pl := stubPool(t, 1, 1, st)
 	pl.take(context.Background(), stubProgram) // an empty pool: counted as demand
 	pl.done(stubProgram)                       // starts one fill, held at the gate
-	eventually(t, "a fill under way", func() bool {
-		pl.mu.Lock()
-		defer pl.mu.Unlock()
-		return pl.filling[poolKey(stubProgram)] == 1
-	})
+	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
 	got := make(chan *warm, 1)
 	go func() { got <- pl.take(context.Background(), stubProgram) }()
 	time.Sleep(50 * time.Millisecond)
@@ -180,11 +183,7 @@ func TestPoolUnitTakeGivesUpAfterJoinWait(t *testing.T) {
 	pl := stubPool(t, 1, 1, st)
 	pl.take(context.Background(), stubProgram)
 	pl.done(stubProgram)
-	eventually(t, "a fill under way", func() bool {
-		pl.mu.Lock()
-		defer pl.mu.Unlock()
-		return pl.filling[poolKey(stubProgram)] == 1
-	})
+	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
 	start := time.Now()
 	if w := pl.take(context.Background(), stubProgram); w != nil {
 		t.Fatal("take returned a container no fill had made")
@@ -242,11 +241,7 @@ func TestPoolUnitFailedStartStopsTheChain(t *testing.T) {
 	pl := stubPool(t, 2, 2, st)
 	pl.take(context.Background(), stubProgram)
 	pl.done(stubProgram)
-	eventually(t, "the fills ended", func() bool {
-		pl.mu.Lock()
-		defer pl.mu.Unlock()
-		return pl.fills() == 0
-	})
+	eventually(t, "the fills ended", func() bool { return fillsNow(pl) == 0 })
 	st.fail.Store(false)
 	time.Sleep(50 * time.Millisecond)
 	if pl.ready() != 0 {
