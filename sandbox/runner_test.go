@@ -207,4 +207,17 @@ sys.exit(4)
 		os.Remove(filepath.Join(ws, "unclosed.txt"))
 		os.Remove(filepath.Join(ws, "unclosed.bin"))
 	}
+	// A program that leaves a large heap alive after its globals are
+	// cleared (over a million small objects, in a cycle) ends through the
+	// interpreter's own exit (finding its files would take memory in
+	// proportion to it): its unclosed file is kept too.
+	big := "data = [[i] for i in range(1_500_000)]\ndata.append(data)\nf = open('/workspace/big.txt', 'w')\nf.write('big kept')\ndef touch():\n    return data\n"
+	writeFile(t, ws, "big.py", big)
+	res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "big.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "big.txt")); res.ExitCode != 0 || string(b) != "big kept" {
+		t.Errorf("large heap: exit %d stderr %q, unclosed file holds %q; want 0 and %q", res.ExitCode, res.Stderr, b, "big kept")
+	}
 }

@@ -10,6 +10,7 @@ mode the worker reports each program's status on its control pipe.
 """
 import atexit
 import gc
+import importlib.machinery
 import io
 import json
 import linecache
@@ -228,22 +229,69 @@ def run_once(requests, ctl, channel):
     if req.get("test") is not None:
         return run_tested(path, req["test"], outputs, ctl, attest)
     init = req.get("variables") or None  # bound as globals before the program runs
-    return finish_once(guarded(lambda: runpy.run_path(path, init_globals=init, run_name="__main__"), path, outputs))
+    if pkgutil.get_importer(path) is not None:  # a zip archive or a folder with a __main__.py
+        return finish_once(guarded(lambda: runpy.run_path(path, init_globals=init, run_name="__main__"), path, outputs), None)
+    main = main_module(path, init)
+    return finish_once(guarded(lambda: exec_file(path, main), path, outputs), main)
+
+
+def main_module(path, init=None):
+    """A new __main__ module for the file at path, in sys.modules, as
+    `python FILE` makes it (it stays there until the end, as there)."""
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = __builtins__
+    main.__cached__ = None
+    if init:
+        main.__dict__.update(init)
+    sys.modules["__main__"] = main
+    return main
+
+
+def exec_file(path, main):
+    """Run the file at path (source, or compiled as python runs a .pyc) in main."""
+    with io.open_code(path) as f:
+        code = pkgutil.read_code(f)
+    loader = importlib.machinery.SourcelessFileLoader
+    if code is None:
+        with io.open_code(path) as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+        loader = importlib.machinery.SourceFileLoader
+    main.__loader__ = loader("__main__", path)
+    exec(code, main.__dict__)
 
 
 WRITABLE = (io.BufferedWriter, io.BufferedRandom, io.BufferedRWPair, io.TextIOWrapper)
+FAST_EXIT_BLOCKS = 1 << 20  # above this many live small objects, the interpreter's own exit
 
 
-def finish_once(status):
+def clear_module(d):
+    """Clear a module's globals as the interpreter's teardown does: names
+    with one leading underscore first, then all but __builtins__. What they
+    alone held goes in that order: a file left open is flushed before the
+    buffer under it goes (a collection of the globals' cycle would close
+    them in any order, and lose what the text layer held)."""
+    for k in list(d):
+        if isinstance(k, str) and k[:1] == "_" and k[1:2] != "_":
+            d[k] = None
+    for k in list(d):
+        if k != "__builtins__":
+            d[k] = None
+
+
+def finish_once(status, main):
     """once without tests: do what the interpreter's exit does that anyone
     can see, then end the worker with status at once. That is: wait for the
-    non-daemon threads, run the atexit handlers, flush every file still
-    open for writing (what a program left unclosed is on disk, as under
-    python), collect the program's garbage (the finalizers of its globals
-    run, as at exit) and flush the standard streams. What is skipped is the
-    interpreter's teardown of every module and object (~5 ms here, before
-    pybox could have its verdict); an object another module keeps alive
-    then gets no finalizer call, which CPython does not promise either."""
+    non-daemon threads, run the atexit handlers, clear the program's
+    globals as the teardown does, flush every file still open for writing
+    (what a program left unclosed is on disk, as under python), collect the
+    program's garbage (finalizers run, as at exit) and flush the standard
+    streams. What is skipped is the interpreter's teardown of every other
+    module and object (~5 ms on a fast machine, before pybox could have its
+    verdict); an object another module keeps alive then gets no finalizer
+    call, which CPython does not promise either. A program that leaves a
+    large heap gets the interpreter's own exit instead: finding its open
+    files would take memory in proportion to it."""
     shutdown, exitfuncs = getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)
     if shutdown is None or exitfuncs is None:
         return status  # an interpreter without them: its own exit
@@ -252,9 +300,12 @@ def finish_once(status):
     except BaseException:
         pass  # as at exit: the status stands
     exitfuncs()
-    # Flush first: a collection finalizes the files in a cycle (the
-    # program's globals) in no particular order, and a buffer closed before
-    # the text layer over it loses what that layer held.
+    if main is not None:
+        clear_module(main.__dict__)
+    if sys.getallocatedblocks() > FAST_EXIT_BLOCKS:
+        return status
+    # Flush before the collection: it finalizes the files in a cycle in no
+    # particular order (see clear_module).
     for f in gc.get_objects():
         if isinstance(f, WRITABLE):
             try:
@@ -282,14 +333,9 @@ def run_tested(path, test, outdir, ctl, attest):
     except SyntaxError as e:
         user_traceback(e, "<tests>")
         finish(1)
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__builtins__ = __builtins__
-    sys.modules["__main__"] = main
+    main = main_module(path)
     try:
-        with open(path, "rb") as f:
-            source = f.read()
-        exec(compile(source, path, "exec"), main.__dict__)
+        exec_file(path, main)
     except SystemExit as e:
         status = exit_status(e)
         quietly(lambda: print("pybox: the program exited (status %d) before its tests ran" % status, file=sys.stderr))
