@@ -239,11 +239,11 @@ def main_module(path, init=None):
     """A new __main__ module for the file at path, in sys.modules, as
     `python FILE` makes it (it stays there until the end, as there)."""
     main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__builtins__ = __builtins__
-    main.__cached__ = None
     if init:
         main.__dict__.update(init)
+    # The module's own names win over variables of the same names, as with runpy.
+    main.__dict__.update(__name__="__main__", __file__=path, __cached__=None, __doc__=None, __loader__=None,
+                         __package__=None, __spec__=None, __builtins__=__builtins__)
     sys.modules["__main__"] = main
     return main
 
