@@ -130,9 +130,8 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 		collected = true
 		res.ExitCode, res.Violation, lost = end.code, end.violation, end.err
 		if lost != nil { // the container ended or broke the protocol: the program's result, not ours
-			if c.died(log, &res, lost, stderr) {
-				lost = ErrDaemonLost
-				err = lost // no result to give: the caller gets the failure
+			if why := c.died(log, &res, lost, stderr); why != nil {
+				lost, err = why, why // no result to give: the caller gets the failure
 			}
 		}
 	case <-timer.C:
@@ -223,19 +222,24 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func([]byt
 	}
 }
 
-// died records in res how the container ended a turn on its own; daemon
-// is true when the connection to the daemon broke instead, so that nothing
-// is known of the program's end.
-func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) (daemon bool) {
+// died records in res how the container ended a turn on its own. It
+// returns an error when nothing is known of the program's end: the
+// connection to the daemon broke (ErrDaemonLost), or the daemon did not
+// report the container's exit in time (ErrNoVerdict); never a status 0.
+func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) error {
 	log.Warn("runner ended during a program", "container_id", shortID(c.k.ContainerID()), "err", why)
 	if errors.Is(why, errFraming) || errors.Is(why, errAborted) {
 		// It may still run, so there is no exit to wait for: we kill it.
 		fmt.Fprintf(stderr, "\npybox: %v\n", why)
 		res.ExitCode = 137
-		return false
+		return nil
 	}
-	if c.exitInto(res) {
-		return true
+	switch known, lost := c.exitInto(res); {
+	case !known:
+		res.ExitCode = -1
+		return ErrNoVerdict
+	case lost:
+		return ErrDaemonLost
 	}
 	// The supervisor sends its verdict before it exits; status 2 without
 	// one is the runtime's own kill (gVisor's, past the process limit).
@@ -243,26 +247,32 @@ func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) 
 	if res.ResourceKilled {
 		fmt.Fprintf(stderr, "\npybox: %s\n", resourceKillNote)
 	}
-	return false
+	return nil
 }
 
 // resourceKillNote explains a ResourceKilled result.
 const resourceKillNote = "the sandbox was killed for exceeding its resource limits (too many processes or threads: under gVisor, " +
 	"passing the process limit aborts the whole sandbox, and output written after that point is lost)"
 
-// exitInto records how the container ended, waiting briefly for the
-// daemon to report its exit; lost is true when the connection to the
-// daemon broke instead.
-func (c *conn) exitInto(res *Result) (lost bool) {
+// exitInto records how the container ended, waiting at most teardownWait
+// for the daemon to report its exit: known is false when it did not, lost
+// is true when the connection to the daemon broke instead.
+func (c *conn) exitInto(res *Result) (known, lost bool) {
 	select {
 	case <-c.k.Done():
 		x := c.k.Exit()
 		res.ExitCode, res.OOMKilled = x.Code, x.OOMKilled
-		return x.Lost
+		return true, x.Lost
 	case <-time.After(teardownWait):
-		return false
+		return false, false
 	}
 }
+
+// ErrNoVerdict: the runner's stream ended without its verdict and the
+// daemon did not report the container's exit within teardownWait, so
+// nothing is known of the program's end (never a pass).
+var ErrNoVerdict = errors.New("the sandbox's runner stopped answering without a verdict and Docker did not report how its container ended; " +
+	"the program's outcome is unknown, and its container is removed")
 
 // exited reports how the container ended, if it has.
 func (c *conn) exited() (engine.Exit, bool) {

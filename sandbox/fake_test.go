@@ -112,7 +112,8 @@ func (f *fakeBackend) counts() (live, started int) {
 
 // fakeContainer answers requests as the runner's supervisor would: a
 // program's stdout is "ran: " and its code; code "exit N" ends with N;
-// code "die" ends the stream without a verdict (a killed runner).
+// code "die" ends the stream without a verdict (a killed runner); code
+// "vanish" ends it without a verdict and the "daemon" never reports an exit.
 type fakeContainer struct {
 	b          *fakeBackend
 	id         string
@@ -197,6 +198,8 @@ func (c *fakeContainer) serve() {
 		switch {
 		case *req.Code == "die":
 			c.end(137)
+			return
+		case *req.Code == "vanish": // the stream ends, and no exit is ever reported
 			return
 		case *req.Code == "hang": // until the container goes
 			c.b.hanging <- c.id
@@ -350,6 +353,24 @@ func TestFakeSessionClosedMidProgram(t *testing.T) {
 				t.Fatal("the program's call did not end when its session closed")
 			}
 		}
+	}
+	sb.Close()
+	if live, started := f.counts(); live != 0 {
+		t.Errorf("%d of %d containers left", live, started)
+	}
+}
+
+// TestFakeNoVerdictIsAnError: a runner whose stream ends without a done
+// frame, in a container whose exit the daemon does not report (within
+// its 15 s wait), gives no status 0: the run is an error (pybox eval
+// then records no pass), and the container is removed.
+func TestFakeNoVerdictIsAnError(t *testing.T) {
+	f := newFake()
+	sb := fakeSandbox(t, f, sandbox.Config{WarmPool: -1})
+	defer sb.Close()
+	res, err := runCode(t.Context(), sb, "vanish")
+	if !errors.Is(err, sandbox.ErrNoVerdict) || res.ExitCode == 0 {
+		t.Errorf("a run without a verdict or an exit: exit %d, err %v; want ErrNoVerdict and no status 0", res.ExitCode, err)
 	}
 	sb.Close()
 	if live, started := f.counts(); live != 0 {

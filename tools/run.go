@@ -256,7 +256,7 @@ func section(b *strings.Builder, name, text string) {
 func (h *handlers) infraError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrSessionLimit), errors.Is(err, sandbox.ErrBadSessionID),
-		errors.Is(err, sandbox.ErrQuota), errors.Is(err, sandbox.ErrDaemonLost):
+		errors.Is(err, sandbox.ErrQuota), errors.Is(err, sandbox.ErrDaemonLost), errors.Is(err, sandbox.ErrNoVerdict):
 		return err
 	case errors.Is(err, errSave):
 		return h.internal(ctx, "save code", err)
