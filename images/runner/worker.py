@@ -77,10 +77,35 @@ def become_worker():
 def start_programs(first_path):
     """Add what a plain interpreter has on sys.path: the program's folder,
     PYTHONPATH, site-packages (and their .pth files). Called once the first
-    request has arrived, never before."""
+    request has arrived, never before. What the runner imports for the
+    program from then on resolves without the first two (see own_imports)."""
     site.main()
+    OWN_IMPORTS.update(path=list(sys.path), meta_path=list(sys.meta_path), path_hooks=list(sys.path_hooks))
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[0:0] = [first_path] + extra
+
+
+# The import system of the runner's own work: sys.path (the standard
+# library and site-packages) and its finders as they were before a
+# program's folder came first (set by start_programs).
+OWN_IMPORTS = {}
+
+
+class own_imports:
+    """While the runner works for a program (its traceback, its figures),
+    a module imported on the way (Python 3.11's traceback imports ast
+    lazily, savefig fractions...) comes from the standard library or
+    site-packages, never from the program's folder, PYTHONPATH or a finder
+    the program added: a file an earlier run left in the code storage
+    never runs inside a program that did not import it itself."""
+
+    def __enter__(self):
+        self.saved = sys.path, sys.meta_path, sys.path_hooks
+        if OWN_IMPORTS:
+            sys.path, sys.meta_path, sys.path_hooks = (list(OWN_IMPORTS[k]) for k in ("path", "meta_path", "path_hooks"))
+
+    def __exit__(self, *exc):
+        sys.path, sys.meta_path, sys.path_hooks = self.saved
 
 
 def quietly(call):
@@ -97,6 +122,11 @@ def save_figures(outdir, max_figures):
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None or not outdir:
         return
+    with own_imports():
+        figures(plt, outdir, max_figures)
+
+
+def figures(plt, outdir, max_figures):
     try:
         nums = plt.get_fignums()
         if not nums:
@@ -118,7 +148,8 @@ def user_traceback(e, filename):
         tb = tb.tb_next
     if tb is None and not isinstance(e, SyntaxError):
         tb = e.__traceback__
-    quietly(lambda: traceback.print_exception(type(e), e, tb))
+    with own_imports():
+        quietly(lambda: traceback.print_exception(type(e), e, tb))
 
 
 def exit_status(e):
