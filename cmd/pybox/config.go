@@ -83,6 +83,10 @@ type config struct {
 	MCPMaxCalls    int
 	MCPCallTimeout time.Duration
 	MCPMaxResult   string
+	MaxConns       int           // open connections to a listener in total
+	MaxClientConns int           // open connections from one client address
+	HTTPIdle       time.Duration // a kept-alive connection idle this long is closed
+	MaxMCPSessions int           // MCP sessions a tenant keeps open at once
 
 	given        map[string]bool // flags given on the command line (parseFlags)
 	hostPackages []string        // a host venv's packages to install (adoptHostSettings)
@@ -114,6 +118,10 @@ func (c *config) httpSettings() []setting {
 		{"mcp-max-calls", "PYBOX_MCP_MAX_CALLS", "downstream tool calls one run may make", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MCPMaxCalls, n, 50, u) }},
 		{"mcp-call-timeout", "PYBOX_MCP_CALL_TIMEOUT", "time limit of one downstream tool call", func(fs *flag.FlagSet, n, u string) { fs.DurationVar(&c.MCPCallTimeout, n, 30*time.Second, u) }},
 		{"mcp-max-result", "PYBOX_MCP_MAX_RESULT", "largest downstream tool result handed to a program (e.g. 256k)", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.MCPMaxResult, n, "256k", u) }},
+		{"max-connections", "PYBOX_MAX_CONNECTIONS", "open connections --http (and --metrics-addr) keeps at once; more are refused before authentication", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxConns, n, 1024, u) }},
+		{"max-connections-per-client", "PYBOX_MAX_CONNECTIONS_PER_CLIENT", "open connections from one client IP address at once (a reverse proxy in front counts as one client)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxClientConns, n, 64, u) }},
+		{"http-idle-timeout", "PYBOX_HTTP_IDLE_TIMEOUT", "a kept-alive HTTP connection with no request for this long is closed", func(fs *flag.FlagSet, n, u string) { fs.DurationVar(&c.HTTPIdle, n, time.Minute, u) }},
+		{"max-mcp-sessions", "PYBOX_MAX_MCP_SESSIONS", "MCP sessions one tenant keeps open at once over --http; a new one past it is refused (429) until one is closed or idles out", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxMCPSessions, n, 64, u) }},
 		{"shutdown-grace", "PYBOX_SHUTDOWN_GRACE", "how long --http waits for calls in flight when it stops", func(fs *flag.FlagSet, n, u string) { fs.DurationVar(&c.ShutdownGrace, n, 30*time.Second, u) }},
 	}
 }

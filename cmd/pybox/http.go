@@ -43,6 +43,9 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 	if c.TenantRate < 0 {
 		return errors.New("tenant calls per minute must be 0 (no limit) or more")
 	}
+	if err := c.checkConnSettings(); err != nil {
+		return err
+	}
 	host, _, err := net.SplitHostPort(c.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("--http %q: give host:port (e.g. 127.0.0.1:8080): %v", c.HTTPAddr, err)
@@ -74,7 +77,7 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 	base.metrics = newMetrics(t.pools)
 	defer t.close()
 
-	ln, err := net.Listen("tcp", c.HTTPAddr)
+	ln, err := c.listen(c.HTTPAddr, base.log)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
 	}
@@ -88,17 +91,17 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: accessLog(mux, access, base.log, base.metrics), ReadHeaderTimeout: 10 * time.Second}
+	srv := c.httpServer(accessLog(mux, access, base.log, base.metrics))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
 	if c.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", c.MetricsAddr)
+		mln, err := c.listen(c.MetricsAddr, base.log)
 		if err != nil {
 			srv.Close()
 			return fmt.Errorf("listen on --metrics-addr %s: %w", c.MetricsAddr, err)
 		}
-		metricsSrv = &http.Server{Handler: promhttp.HandlerFor(base.metrics.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv = c.httpServer(promhttp.HandlerFor(base.metrics.reg, promhttp.HandlerOpts{}))
 		go metricsSrv.Serve(mln)
 		defer metricsSrv.Close()
 	}
@@ -230,10 +233,11 @@ type tenants struct {
 // tenantServer is one tenant's pybox: its app (sandbox, environment,
 // storage), MCP server and streamable HTTP handler, and call quota.
 type tenantServer struct {
-	app     *app
-	handler http.Handler
-	stop    func()
-	rate    *rateLimit
+	app      *app
+	handler  http.Handler
+	stop     func()
+	rate     *rateLimit
+	sessions *sessionGate
 }
 
 // get returns name's server, making it on first use ("" is the single
@@ -261,7 +265,7 @@ func (t *tenants) get(name string) (*tenantServer, error) {
 		}
 		return nil, fmt.Errorf("tenant %s: %w", name, err)
 	}
-	ts := &tenantServer{app: a, stop: stop, rate: newRateLimit(t.base.cfg.TenantRate)}
+	ts := &tenantServer{app: a, stop: stop, rate: newRateLimit(t.base.cfg.TenantRate), sessions: &sessionGate{srv: srv, max: t.base.cfg.MaxMCPSessions}}
 	srv.AddReceivingMiddleware(ts.quota(t.base.metrics))
 	ts.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxHTTPBody, Logger: a.log, SessionTimeout: t.base.cfg.SessionTTL})
@@ -396,7 +400,17 @@ func (t *tenants) mcpHandler(origins []string) http.Handler {
 			http.Error(w, "the tenant's sandbox is not available: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxHTTPBody)
+		limit := int64(maxHTTPBody)
+		if openingSession(r) {
+			release, open, ok := ts.sessions.admit()
+			if !ok {
+				ts.refuseSession(w, open, t.base.metrics)
+				return
+			}
+			defer release()
+			limit = maxInitializeBody
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if r.Method == http.MethodGet { // a standing event stream: it must not hold the shutdown
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
