@@ -147,9 +147,13 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 	}
 	elapsed := time.Since(start)
 	if lost != nil {
+		endCalls()          // a call under way does not hold the container's removal
 		c.destroy(ctx, log) // and with it the exchange's stream
 		if !collected {
 			<-done
+		}
+		if errors.Is(lost, ErrToolFlood) { // written once the exchange no longer writes there
+			fmt.Fprintf(stderr, "\npybox: %v\n", lost)
 		}
 	}
 	res.Duration, res.Timeout = elapsed, timeout
@@ -168,8 +172,23 @@ func (c *conn) exchange(ctx context.Context, req request, stdout, stderr io.Writ
 	}
 	// A tool call is answered beside the collection (output keeps flowing
 	// while a downstream server works), its reply sent when it is ready.
-	onCall := func(payload []byte) {
-		c.writers.Go(func() { _ = c.send(answer(ctx, tools, payload)) }) // a failed send: the container is going
+	// Calls are counted before anything is made for them: a flood ends
+	// the turn (see callGate). A stale call (a thread of an earlier
+	// program of the session) is refused, and counted the same.
+	gate := newCallGate(tools)
+	onCall := func(payload []byte, stale bool) {
+		if err := gate.admit(); err != nil {
+			c.halt(err)
+			return
+		}
+		c.writers.Go(func() {
+			defer gate.done()
+			reply := staleCall(payload)
+			if !stale {
+				reply = answer(ctx, tools, payload)
+			}
+			_ = c.send(reply) // a failed send: the container is going
+		})
 	}
 	code, violation, err := c.collect(req.Nonce, stdout, stderr, onCall)
 	if err != nil {
@@ -192,7 +211,7 @@ func (c *conn) send(msg []byte) error {
 	return err
 }
 
-func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func([]byte)) (int, *Violation, error) {
+func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func(payload []byte, stale bool)) (int, *Violation, error) {
 	for {
 		f, err := readFrame(c.frames)
 		if err != nil {
@@ -206,11 +225,8 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func([]byt
 		case f.kind == "done" && f.nonce == nonce:
 			code, err := doneStatus(f.payload)
 			return code, nil, err
-		case f.kind == "call" && f.nonce == nonce && onCall != nil:
-			onCall(f.payload)
-		case f.kind == "call": // a thread of an earlier program of the session
-			payload := f.payload
-			c.writers.Go(func() { _ = c.send(staleCall(payload)) })
+		case f.kind == "call":
+			onCall(f.payload, f.nonce != nonce) // another nonce: a thread of an earlier program of the session
 		case f.kind == "policy" && f.nonce == nonce:
 			v, err := policyViolation(f.payload)
 			return 0, v, err

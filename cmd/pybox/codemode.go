@@ -119,6 +119,9 @@ func (rc *runCalls) Names() []string {
 	return names
 }
 
+// Limit is PYBOX_MCP_MAX_CALLS.
+func (rc *runCalls) Limit() int { return rc.cm.maxCalls }
+
 func (rc *runCalls) Call(ctx context.Context, name string, args json.RawMessage) (any, error) {
 	cm := rc.cm
 	if n := rc.n.Add(1); n > int64(cm.maxCalls) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pybox-dev/pybox/tools"
 )
@@ -176,5 +177,35 @@ func TestCodeModeHTTPServer(t *testing.T) {
 	out, res := s.exec(map[string]any{"code": "from pybox_tools import tools\nr = tools.remote.execute_code(code='print(6 * 7)')\nprint(r['stdout'].strip(), r['exit_code'])"})
 	if out.Stdout != "42 0\n" || out.MCPCalls != 1 {
 		t.Errorf("a program calling another pybox over HTTP: %s", text(res))
+	}
+}
+
+// TestCodeModeCallFlood: under the strict policy (no import needed), a
+// program that writes tool-call lines straight onto its channel and never
+// reads a reply is ended with a note, the server's memory stays bounded
+// (the old server grew from 33 MiB to 2.2 GiB), and it still serves.
+func TestCodeModeCallFlood(t *testing.T) {
+	s := codeModeServer(t, "PYBOX_POLICY=strict")
+	flood := `from pybox_tools import call_mcp_tool
+cells = dict(zip(call_mcp_tool.__code__.co_freevars, [c.cell_contents for c in call_mcp_tool.__closure__]))
+pipe = open(cells["call_w"], "wb", buffering=0, closefd=False)
+lines = b'{"id": 1, "tool": "echo.echo", "args": {"text": "x"}}\n' * 2000
+while True:
+    pipe.write(lines)
+`
+	s.exec(map[string]any{"code": "from pybox_tools import tools\ntools.echo.echo(text='warm')"}) // the downstream started
+	base := peakRSS(t, s.cmd.Process.Pid)
+	start := time.Now()
+	out, res := s.exec(map[string]any{"code": flood, "timeout_s": 10})
+	rss := peakRSS(t, s.cmd.Process.Pid)
+	t.Logf("flood: %v, server peak RSS %d -> %d MiB, stderr %q", time.Since(start).Round(time.Millisecond), base>>10, rss>>10, out.Stderr)
+	if out.TimedOut || !strings.Contains(out.Stderr, "flooded its tool-call channel") {
+		t.Errorf("the flooding run was not ended with a note: %s", text(res))
+	}
+	if rss > base+16<<10 { // the old server: +36 MiB in 10 s here (2.2 GiB in 45 s on a faster host)
+		t.Errorf("server peak RSS %d -> %d MiB during the flood; want it bounded", base>>10, rss>>10)
+	}
+	if out, res := s.exec(map[string]any{"code": "from pybox_tools import tools\nprint(tools.echo.echo(text='ok')['echo'])"}); out.Stdout != "ok\n" {
+		t.Errorf("after the flood: %s", text(res))
 	}
 }
