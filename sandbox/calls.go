@@ -30,10 +30,16 @@ type callGate struct {
 	limit    int // the calls the program may make
 }
 
+// DefaultCallLimit is the calls per run of a ToolCalls without a Limit.
+const DefaultCallLimit = 50
+
 func newCallGate(tools ToolCalls) *callGate {
 	g := &callGate{}
 	if tools != nil {
-		g.limit = max(tools.Limit(), 0)
+		g.limit = DefaultCallLimit
+	}
+	if l, ok := tools.(interface{ Limit() int }); ok {
+		g.limit = max(l.Limit(), 0)
 	}
 	return g
 }

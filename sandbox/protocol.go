@@ -127,12 +127,12 @@ func policyViolation(payload []byte) (*Violation, error) {
 
 // ToolCalls answers a program's calls to downstream MCP tools (code mode):
 // Names are the qualified tool names (SERVER.TOOL) the program may call,
-// Call runs one (its error is shown to the program as an MCPToolError),
-// Limit is how many calls one run may make: Call refuses those past it,
-// and a turn that sends far more is ended (ErrToolFlood).
+// Call runs one (its error is shown to the program as an MCPToolError).
+// A ToolCalls may also have a method Limit() int: how many calls one run
+// may make (Call refuses those past it; default DefaultCallLimit). A turn
+// that sends far more is ended (ErrToolFlood).
 type ToolCalls interface {
 	Names() []string
-	Limit() int
 	Call(ctx context.Context, name string, args json.RawMessage) (any, error)
 }
 
