@@ -105,6 +105,7 @@ var errTimedOut = errors.New("the program timed out")
 // turnEnd is how an exchange with the runner ended.
 type turnEnd struct {
 	code      int        // the done frame's exit status
+	dropped   int64      // output bytes past the cap the runner dropped
 	violation *Violation // the guardrails refused the program: it did not run
 	err       error      // the container ended, or broke the protocol
 }
@@ -128,7 +129,7 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 	select {
 	case end := <-done:
 		collected = true
-		res.ExitCode, res.Violation, lost = end.code, end.violation, end.err
+		res.ExitCode, res.Violation, res.DroppedBytes, lost = end.code, end.violation, end.dropped, end.err
 		if lost != nil { // the container ended or broke the protocol: the program's result, not ours
 			if why := c.died(log, &res, lost, stderr); why != nil {
 				lost, err = why, why // no result to give: the caller gets the failure
@@ -190,14 +191,14 @@ func (c *conn) exchange(ctx context.Context, req request, stdout, stderr io.Writ
 			_ = c.send(reply) // a failed send: the container is going
 		})
 	}
-	code, violation, err := c.collect(req.Nonce, stdout, stderr, onCall)
+	v, violation, err := c.collect(req.Nonce, stdout, stderr, onCall)
 	if err != nil {
 		return turnEnd{err: err} // the container goes; destroy waits for the writer
 	}
 	if werr := <-sent; werr != nil { // cannot happen after a done or policy frame, which needs the whole request
 		return turnEnd{err: fmt.Errorf("send to the runner: %w", werr)}
 	}
-	return turnEnd{code: code, violation: violation}
+	return turnEnd{code: v.Code, dropped: v.Dropped, violation: violation}
 }
 
 // collect relays out and err frames until the done frame of nonce. Output
@@ -211,11 +212,11 @@ func (c *conn) send(msg []byte) error {
 	return err
 }
 
-func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func(payload []byte, stale bool)) (int, *Violation, error) {
+func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func(payload []byte, stale bool)) (verdict, *Violation, error) {
 	for {
 		f, err := readFrame(c.frames)
 		if err != nil {
-			return 0, nil, err
+			return verdict{}, nil, err
 		}
 		switch {
 		case f.kind == "out":
@@ -223,17 +224,17 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func(paylo
 		case f.kind == "err":
 			stderr.Write(f.payload) // idem
 		case f.kind == "done" && f.nonce == nonce:
-			code, err := doneStatus(f.payload)
-			return code, nil, err
+			v, err := doneStatus(f.payload)
+			return v, nil, err
 		case f.kind == "call":
 			onCall(f.payload, f.nonce != nonce) // another nonce: a thread of an earlier program of the session
 		case f.kind == "policy" && f.nonce == nonce:
 			v, err := policyViolation(f.payload)
-			return 0, v, err
+			return verdict{}, v, err
 		case f.kind == "abort":
-			return 0, nil, fmt.Errorf("%w: %.200s", errAborted, f.payload)
+			return verdict{}, nil, fmt.Errorf("%w: %.200s", errAborted, f.payload)
 		default:
-			return 0, nil, fmt.Errorf("%w: unexpected %s frame", errFraming, f.kind)
+			return verdict{}, nil, fmt.Errorf("%w: unexpected %s frame", errFraming, f.kind)
 		}
 	}
 }

@@ -35,6 +35,10 @@ type request struct {
 	Variables map[string]any `json:"variables,omitempty"` // bound as globals before the program runs
 	Tools     []string       `json:"tools,omitempty"`     // code mode: the downstream tools the program may call (pybox_tools)
 	Outputs   string         `json:"outputs,omitempty"`
+	// Cap is how many bytes of each stream the runner frames for this
+	// request; it reads the rest, counts it and drops it (the done
+	// frame's "dropped"), so output past the cap never leaves the container.
+	Cap int `json:"cap,omitempty"`
 	// Linger (once): the supervisor waits for pybox to remove the
 	// container after its verdict instead of exiting at once (backends
 	// whose stream drops a container's last output when it exits).
@@ -199,13 +203,18 @@ func staleCall(payload []byte) []byte {
 	return toolReply{ID: c.ID, Error: &why}.encode()
 }
 
-// doneStatus decodes a done frame's exit status.
-func doneStatus(payload []byte) (int, error) {
-	var d struct {
-		Code int `json:"code"`
-	}
+// verdict is a done frame: the exit status, and how many bytes of output
+// past the request's cap the runner dropped.
+type verdict struct {
+	Code    int   `json:"code"`
+	Dropped int64 `json:"dropped"`
+}
+
+// doneStatus decodes a done frame.
+func doneStatus(payload []byte) (verdict, error) {
+	var d verdict
 	if err := json.Unmarshal(payload, &d); err != nil {
-		return 0, fmt.Errorf("%w: bad done frame", errFraming)
+		return verdict{}, fmt.Errorf("%w: bad done frame", errFraming)
 	}
-	return d.Code, nil
+	return d, nil
 }

@@ -87,12 +87,12 @@ func TestReadFrame(t *testing.T) {
 // run is one.
 func TestCollectRelaysLateOutput(t *testing.T) {
 	stream := frameBytes("old", "out", "late ") + frameBytes("old", "err", "warn ") +
-		frameBytes("cur", "out", "now\n") + frameBytes("cur", "done", `{"code": 3}`)
+		frameBytes("cur", "out", "now\n") + frameBytes("cur", "done", `{"code": 3, "dropped": 5}`)
 	ss := &conn{frames: bufio.NewReader(strings.NewReader(stream))}
 	var stdout, stderr bytes.Buffer
-	code, _, err := ss.collect("cur", &stdout, &stderr, nil)
-	if err != nil || code != 3 || stdout.String() != "late now\n" || stderr.String() != "warn " {
-		t.Errorf("collect = %d, %v, stdout %q, stderr %q; want 3, nil, %q, %q", code, err, stdout.String(), stderr.String(), "late now\n", "warn ")
+	v, _, err := ss.collect("cur", &stdout, &stderr, nil)
+	if code := v.Code; err != nil || code != 3 || v.Dropped != 5 || stdout.String() != "late now\n" || stderr.String() != "warn " {
+		t.Errorf("collect = %+v, %v, stdout %q, stderr %q; want code 3, dropped 5, nil, %q, %q", v, err, stdout.String(), stderr.String(), "late now\n", "warn ")
 	}
 	ss = &conn{frames: bufio.NewReader(strings.NewReader(frameBytes("old", "done", `{"code": 0}`)))}
 	if _, _, err := ss.collect("cur", &stdout, &stderr, nil); !errors.Is(err, errFraming) {

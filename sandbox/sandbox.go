@@ -199,6 +199,9 @@ type Result struct {
 	TimedOut  bool
 	OOMKilled bool
 	Truncated bool // stdout or stderr hit the output cap
+	// DroppedBytes is how much output past the cap the runner read and
+	// dropped in the container (it never reached the server).
+	DroppedBytes int64
 	// QuotaExceeded: the program took its workspace past the storage quota
 	// (or the host disk down to its reserve) and was stopped; QuotaNote
 	// says how far.
@@ -269,7 +272,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools)}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools), Cap: s.cfg.Limits.OutputBytes}
 	if l, ok := s.eng.(lossyAtExit); ok {
 		req.Linger = l.LossyAtExit()
 	}
@@ -285,7 +288,7 @@ func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, erro
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()
-	res.Truncated = tout || terr
+	res.Truncated = tout || terr || res.DroppedBytes > 0
 	return res, err
 }
 

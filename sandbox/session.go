@@ -65,8 +65,9 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 }
 
 // run sends one program to the kernel; see conn.turn.
-func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, stdout, stderr io.Writer) (Result, error, error) {
-	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools)}
+func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, outCap int, stdout, stderr io.Writer) (Result, error, error) {
+	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args, Guard: p.Guard.request(), Variables: p.Variables,
+		Tools: toolNames(p.Tools), Cap: outCap}
 	if p.Outputs != "" {
 		req.Outputs = WorkspaceMount + "/" + p.Outputs
 	}

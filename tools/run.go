@@ -233,7 +233,10 @@ func summary(r sandbox.Result) string {
 	}
 	section(&b, "stdout", r.Stdout)
 	section(&b, "stderr", r.Stderr)
-	if r.Truncated {
+	switch {
+	case r.DroppedBytes > 0:
+		fmt.Fprintf(&b, "(output was truncated at the output cap: %d more bytes were dropped)\n", r.DroppedBytes)
+	case r.Truncated:
 		b.WriteString("(output was truncated at the output cap)\n")
 	}
 	if r.SessionLost {

@@ -18,13 +18,15 @@ without site (-I -S): no module is ever resolved from the working directory
 or from site-packages until a program's request has arrived.
 
     request  (pybox -> supervisor, stdin):  b"%d\\n" % len(body) + body, JSON
-        once:   {"nonce", "file", "stdin" (null = /dev/null), "args", "outputs", "test" (eval), "linger"}
-        kernel: {"nonce", "code", "filename", "stdin", "outputs"}
+        once:   {"nonce", "file", "stdin" (null = /dev/null), "args", "outputs", "test" (eval), "linger", "cap"}
+        kernel: {"nonce", "code", "filename", "stdin", "outputs", "cap"}
+        cap: bytes of each stream (out, err) framed for the request; what
+        comes past it is read, counted and dropped here, never sent
     frame    (supervisor -> pybox, stdout): b"PYBOX <nonce> <kind> <len>\\n" + payload
         ready (nonce "-", once pybox has spoken: its first bytes on stdin, a
         lone newline or a request; a backend that cannot attach before the
         container starts, such as Kubernetes, would miss a frame written earlier),
-        out, err, done ({"code": status}),
+        out, err, done ({"code": status, "dropped": bytes past the cap, both streams}),
         abort (why the worker was ended: it broke its control pipe),
         policy ({"rule", "detail", "line"}: the request's "guard" rules refused its
         code, checked here before the worker sees it; once: the runner then exits),
@@ -116,6 +118,9 @@ class Supervisor:
         self.served = False  # a request has been taken (once: the one)
         self.closing = False  # stdin ended: the worker gets no more requests
         self.seq = 0  # requests forwarded to the worker
+        self.cap = 0  # bytes of each stream framed per request (0: all)
+        self.sent = {"out": 0, "err": 0}  # framed for the request in force
+        self.dropped = 0  # bytes past the cap, read and dropped
         self.ctl = b""
         # once with tests (pybox eval): a pass needs the worker's word, on
         # its control pipe, that the tests ran to their end (see attest).
@@ -187,6 +192,7 @@ class Supervisor:
             if self.once and self.served:
                 continue  # once takes one request
             self.nonce = str(req.pop("nonce", "-"))
+            self.cap, self.sent, self.dropped = int(req.pop("cap", 0) or 0), {"out": 0, "err": 0}, 0
             self.lingers = bool(req.pop("linger", False))
             guard = req.pop("guard", None)
             if guard is not None:
@@ -267,8 +273,23 @@ class Supervisor:
             if not chunk:
                 self.poller.unregister(fd)
                 return
-            frame(self.nonce, kind, chunk)
+            self.forward(kind, chunk)
             got += len(chunk)
+
+    def forward(self, kind, chunk):
+        """Frame chunk, or the part of it within the request's cap for its
+        stream; the rest is only counted (a flood costs the host nothing)."""
+        if self.cap:
+            room = max(self.cap - self.sent[kind], 0)
+            if len(chunk) > room:
+                self.dropped += len(chunk) - room
+                chunk = chunk[:room]
+            self.sent[kind] += len(chunk)
+        if chunk:
+            frame(self.nonce, kind, chunk)
+
+    def verdict(self, code):
+        frame(self.nonce, "done", json.dumps({"code": code, "dropped": self.dropped}).encode())
 
     def drain(self):
         """Frame what the worker wrote before it said done or exited."""
@@ -305,7 +326,7 @@ class Supervisor:
             if int(word[1]) != self.seq:  # an earlier request's end, reported late: its call is over
                 continue
             self.drain()
-            frame(self.nonce, "done", json.dumps({"code": int(word[2]) & 0xFF}).encode())
+            self.verdict(int(word[2]) & 0xFF)
 
     def attestation(self, data):
         """once: the worker's word that the tests passed, b"pass <token>",
@@ -349,7 +370,7 @@ class Supervisor:
                       b"(os._exit or an exec, from any thread); that is a failure\n")
                 code = 1
         if self.once and self.served:
-            frame(self.nonce, "done", json.dumps({"code": code}).encode())
+            self.verdict(code)
             if code < 128 and self.lingers:
                 self.linger()
         os._exit(code & 0xFF)  # as PID 1: every other process of the container ends too
