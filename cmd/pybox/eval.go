@@ -52,6 +52,7 @@ const (
 	evalResourceLimit = "resource_limit"
 	evalQuota         = "quota"
 	evalRequirements  = "requirements"
+	evalPolicy        = "policy"
 )
 
 const evalUsage = "pybox eval [flags] SAMPLES.jsonl|-"
@@ -63,7 +64,8 @@ run after code, in its globals), "stdin": "...", "timeout_s": N,
 "environment": "base"|"datascience", "requirements": ["pkg==1.0", ...]}.
 A result: id, passed, exit_code, timed_out, oom_killed, duration_ms,
 stdout, stderr (each cut at --output-limit, 64k unless set), truncated,
-error (exit, timeout, oom, resource_limit, quota, requirements), exception,
+error (exit, timeout, oom, resource_limit, quota, requirements, policy:
+the --policy refused the code, nothing ran), exception,
 message. With -o, a batch interrupted and run again skips the ids already
 in the file. Exit status: 0 when the batch ran (whatever the samples did),
 2 on bad input (the line is named), 125 when pybox or Docker failed, 130
@@ -469,8 +471,14 @@ func (e *evaluator) runOnce(ctx context.Context, s *sample) (evalResult, error) 
 	// No host folder: the program comes with its request and /workspace is
 	// the container's own tmpfs, so no sample can see another's files and
 	// any warm container fits any sample of the environment.
+	// The policy applies to the sample's code (the test is the operator's).
+	guard, err := e.a.cfg.guard(*s.Code)
+	if err != nil {
+		r.Error, r.ExitCode, r.Message = evalPolicy, -1, err.Error()+"; nothing ran"
+		return r, nil
+	}
 	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), File: "main.py", Source: s.Code,
-		Stdin: s.Stdin, Test: s.Test, Timeout: s.timeout}
+		Stdin: s.Stdin, Test: s.Test, Timeout: s.timeout, Guard: guard}
 	res, err := e.a.sandbox.Run(ctx, p)
 	if err != nil {
 		return r, err
@@ -486,6 +494,8 @@ func verdictOf(r evalResult, res sandbox.Result) evalResult {
 	r.DurationMS = res.Duration.Milliseconds()
 	r.Stdout, r.Stderr, r.Truncated = res.Stdout, res.Stderr, res.Truncated
 	switch {
+	case res.Violation != nil:
+		r.Error, r.ExitCode, r.Message = evalPolicy, -1, violationText(res.Violation)
 	case res.TimedOut:
 		r.Error, r.Message = evalTimeout, fmt.Sprintf("killed at its time limit of %s", res.Timeout)
 	case res.OOMKilled:

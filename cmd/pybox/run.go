@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/policies"
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
@@ -15,6 +17,7 @@ import (
 const (
 	exitTimeout = 124 // like timeout(1)
 	exitFailure = 125 // pybox itself failed, like docker run
+	exitPolicy  = 126 // the policy refused the program: nothing ran
 )
 
 // verdict is the --json output of `pybox run`.
@@ -26,6 +29,9 @@ type verdict struct {
 	OOMKilled  bool   `json:"oom_killed"`
 	Truncated  bool   `json:"truncated"`
 	DurationMS int64  `json:"duration_ms"`
+	// PolicyViolation is set when the policy's guardrails refused the
+	// program: nothing of it ran.
+	PolicyViolation *sandbox.Violation `json:"policy_violation,omitempty"`
 }
 
 func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -46,6 +52,10 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitFailure
 	}
 	res, err := runOnce(ctx, c, code, input, stderr)
+	if errors.Is(err, policies.ErrViolation) {
+		fmt.Fprintf(stderr, "pybox: %v; nothing ran\n", err)
+		return exitPolicy
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "pybox:", err)
 		return exitFailure
@@ -85,6 +95,10 @@ func readRunInputs(path, stdinFile string, stdin io.Reader) (code []byte, input 
 // runOnce runs code in the sandbox with a fresh, private workspace.
 func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr io.Writer) (sandbox.Result, error) {
 	c.WarmPool = 0 // one run, then exit: a pool would only start containers to remove them
+	guard, err := c.guard(string(code))
+	if err != nil {
+		return sandbox.Result{}, err
+	}
 	a, err := newApp(c, stderr)
 	if err != nil {
 		return sandbox.Result{}, err
@@ -98,25 +112,30 @@ func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr 
 	// and no host path (so pybox in a container needs no shared folder).
 	source := string(code)
 	env := a.envs.Active()
-	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), File: storage.NewCodeName("main"), Source: &source, Stdin: input})
+	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), File: storage.NewCodeName("main"), Source: &source, Stdin: input, Guard: guard})
 }
 
 // report prints the result and returns the exit status for it.
 func report(res sandbox.Result, asJSON bool, stdout, stderr io.Writer) int {
 	status := res.ExitCode
-	if res.TimedOut {
+	switch {
+	case res.TimedOut:
 		status = exitTimeout
+	case res.Violation != nil:
+		status = exitPolicy
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(verdict{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
-			OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds()}) // a failed write to stdout has nowhere to be reported
+			OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(), PolicyViolation: res.Violation}) // a failed write to stdout has nowhere to be reported
 		return status
 	}
 	io.WriteString(stdout, res.Stdout)
 	io.WriteString(stderr, res.Stderr)
 	switch {
+	case res.Violation != nil:
+		fmt.Fprintln(stderr, "pybox:", violationText(res.Violation))
 	case res.TimedOut:
 		fmt.Fprintf(stderr, "pybox: timed out after %s; the program was killed\n", res.Timeout)
 	case res.OOMKilled:
