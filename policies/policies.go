@@ -36,7 +36,9 @@ type Policy struct {
 	// program runs (nil: none).
 	Guard *Guard
 	// MCPTools are the downstream tools (SERVER.TOOL, path.Match patterns
-	// such as "filesystem.*") code mode may call; nil: every configured one.
+	// such as "filesystem.*") code mode may call; nil (mcp_tools left out):
+	// every configured one; empty (mcp_tools: []): none. A null mcp_tools
+	// is refused at load.
 	MCPTools []string
 	deny     []rule
 }
@@ -82,6 +84,9 @@ func Load(nameOrPath string, known []string) (*Policy, error) {
 		if data, err = yaml.YAMLToJSON(data); err != nil {
 			return nil, fmt.Errorf("policy %s: not YAML: %w", nameOrPath, err)
 		}
+	}
+	if err := checkAllowlists(data); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", nameOrPath, err)
 	}
 	var f file
 	dec := json.NewDecoder(bytes.NewReader(data))
