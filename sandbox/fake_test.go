@@ -31,13 +31,14 @@ type fakeBackend struct {
 
 	mu      sync.Mutex
 	live    map[string]bool // created and not removed
+	labels  map[string]map[string]string
 	started int
 	strays  map[string]bool
 	seq     int
 }
 
 func newFake() *fakeBackend {
-	return &fakeBackend{live: map[string]bool{}, strays: map[string]bool{}, hanging: make(chan string, 16)}
+	return &fakeBackend{live: map[string]bool{}, labels: map[string]map[string]string{}, strays: map[string]bool{}, hanging: make(chan string, 16)}
 }
 
 func (f *fakeBackend) Start(ctx context.Context, spec engine.Spec) (sandbox.Attachment, error) {
@@ -50,6 +51,7 @@ func (f *fakeBackend) Start(ctx context.Context, spec engine.Spec) (sandbox.Atta
 	f.seq++
 	id := fmt.Sprintf("fake-%d", f.seq)
 	f.live[id] = true // created, whatever happens next: the caller owns it
+	f.labels[id] = spec.Config.Labels
 	f.started++
 	f.mu.Unlock()
 	if f.startDelay != nil {
@@ -71,9 +73,21 @@ func (f *fakeBackend) List(ctx context.Context, labels map[string]string) ([]eng
 	defer f.mu.Unlock()
 	var out []engine.Summary
 	for id := range f.live {
+		if !hasLabels(f.labels[id], labels) {
+			continue
+		}
 		out = append(out, engine.Summary{ID: id, Name: id, State: "running"})
 	}
 	return out, nil
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *fakeBackend) Remove(ctx context.Context, id string) error {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/pybox-dev/pybox/internal/storage"
 )
 
 // OutputsFolder is where a run's output folders appear in the workspace.
@@ -83,6 +85,9 @@ func (s *Sandbox) makeMountpoint(workspace, rel string) error {
 			if err := root.Lchown(p, uid, gid); err != nil {
 				return fmt.Errorf("give %s to the sandbox user: %w", p, err)
 			}
+			if err := s.shareDir(func(m os.FileMode) error { return root.Chmod(p, m) }); err != nil {
+				return fmt.Errorf("share %s with the sandbox group: %w", p, err)
+			}
 		}
 	}
 	return nil
@@ -98,7 +103,20 @@ func (s *Sandbox) chownToSandbox(dir string) error {
 	if err := os.Lchown(dir, uid, gid); err != nil {
 		return fmt.Errorf("give %s to the sandbox user: %w", dir, err)
 	}
+	if err := s.shareDir(func(m os.FileMode) error { return os.Chmod(dir, m) }); err != nil {
+		return fmt.Errorf("share %s with the sandbox group: %w", dir, err)
+	}
 	return nil
+}
+
+// shareDir makes a directory pybox made group-writable and setgid with
+// chmod, when containers run as uids of their own in the sandbox user's
+// group (Config.SharedUID).
+func (s *Sandbox) shareDir(chmod func(os.FileMode) error) error {
+	if !s.ownUIDs {
+		return nil
+	}
+	return chmod(storage.SharedDirMode)
 }
 
 // sandboxOwner is the uid and gid programs run as, when pybox runs as root

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/pybox-dev/pybox/internal/engine"
 )
 
 // The warm pool keeps a few started containers per environment whose
@@ -300,7 +298,7 @@ func (pl *pool) pooled(key string, w *warm, err error) bool {
 // is run (a cold run's) or pool.
 func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm, error) {
 	plan := s.plan(p, "once")
-	plan.Labels = s.owner.Labels(role)
+	plan.Labels = s.labels(role, plan)
 	outputs, err := s.newOutputs(p.Workspace)
 	note := ""
 	if err != nil { // a program replaced outputs/ in the shared workspace: run without one
@@ -308,8 +306,7 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm,
 		note = "figures and output files were not collected: outputs/ in the workspace is not a folder pybox can use"
 	}
 	plan.Outputs = outputs
-	cfg, host := ContainerConfig(plan)
-	c, err := s.dial(ctx, engine.Spec{Name: s.owner.ContainerName(role), Config: cfg, Host: host})
+	c, err := s.start(ctx, plan, role)
 	if err != nil {
 		outputs.Remove()
 		return nil, err

@@ -28,7 +28,7 @@ func (s *Sandbox) Probe(ctx context.Context, image string, python []string, code
 	stderr := &capBuffer{max: 16 << 10}
 	spec := engine.Spec{Name: s.owner.ContainerName("probe"), Timeout: probeTimeout, Stdout: stdout, Stderr: stderr}
 	spec.Config, spec.Host = ContainerConfig(plan)
-	spec.Config.Labels = s.owner.Labels("probe")
+	spec.Config.Labels = s.labels("probe", plan) // trusted code: its uid needs no check
 	exit, err := s.eng.Run(ctx, spec)
 	out, _ := stdout.result()
 	errText, _ := stderr.result()

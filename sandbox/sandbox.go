@@ -38,17 +38,26 @@ var (
 
 // Config configures a Sandbox. The zero value of each field means its default.
 type Config struct {
-	Engine        *engine.Client // Docker or Podman; this or Backend is required
-	Backend       Backend        // another backend (Kubernetes); wins over Engine
-	Image         string         // default runtime image; default images.Tag("base")
-	Runtime       string         // OCI runtime (runc, crun, runsc); "" = daemon default
-	User          string         // "uid:gid" programs run as, never root; default SandboxUser()
-	Limits        Limits         // per-run limits; zero fields take defaults
-	MaxConcurrent int            // programs running at once; default 4
-	QueueWait     time.Duration  // how long a run waits for a slot; default 30s
-	MaxSessions   int            // live sessions at once; default 8
-	SessionTTL    time.Duration  // idle time after which a session ends; default 15 minutes
-	WarmPool      int            // ready containers kept per environment at least (more under demand, up to 2×MaxConcurrent, at most 8); default 2, negative disables
+	Engine  *engine.Client // Docker or Podman; this or Backend is required
+	Backend Backend        // another backend (Kubernetes); wins over Engine
+	Image   string         // default runtime image; default images.Tag("base")
+	Runtime string         // OCI runtime (runc, crun, runsc); "" = daemon default
+	User    string         // "uid:gid" programs run as, never root; default SandboxUser()
+	// SharedUID makes every container run as User itself. By default, when
+	// the server runs as root and User is the runtime image's user
+	// (images.SandboxUser), each container runs as a uid of its own, drawn
+	// from contract.SandboxUIDBase's range, in User's group: the kernel
+	// charges inotify instances and pipe buffers per uid, so each sandbox
+	// then has its own budget. The folders they share must then be the
+	// group's (storage.Dir.Share). With another User (a regular user's
+	// storage, or a server that is not root) containers run as User.
+	SharedUID     bool
+	Limits        Limits        // per-run limits; zero fields take defaults
+	MaxConcurrent int           // programs running at once; default 4
+	QueueWait     time.Duration // how long a run waits for a slot; default 30s
+	MaxSessions   int           // live sessions at once; default 8
+	SessionTTL    time.Duration // idle time after which a session ends; default 15 minutes
+	WarmPool      int           // ready containers kept per environment at least (more under demand, up to 2×MaxConcurrent, at most 8); default 2, negative disables
 	// RunsDir is a host directory that no container mounts, where each
 	// stateless run gets its private output folder (see Outputs); "" = runs
 	// get none. The Sandbox uses a subfolder of its own and removes it on Close.
@@ -74,6 +83,7 @@ type Sandbox struct {
 	sess      *sessions
 	pool      *pool
 	runsDir   string // RunsDir/<owner>: this instance's run output folders
+	ownUIDs   bool   // each container runs as a uid of its own (Config.SharedUID)
 	closing   atomic.Bool
 	shutdown  context.Context // cancelled by Shutdown: every call in flight ends
 	stopAll   context.CancelFunc
@@ -116,10 +126,11 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s := &Sandbox{
 		cfg: cfg, eng: cfg.Backend, log: cfg.Log,
-		slots:  semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
-		owner:  owner,
-		sess:   newSessions(cfg.MaxSessions, cfg.Log),
-		leases: held,
+		slots:   semaphore.NewWeighted(int64(cfg.MaxConcurrent)),
+		owner:   owner,
+		sess:    newSessions(cfg.MaxSessions, cfg.Log),
+		leases:  held,
+		ownUIDs: !cfg.SharedUID && os.Geteuid() == 0 && cfg.User == images.SandboxUser,
 	}
 	if cfg.RunsDir != "" {
 		s.runsDir = filepath.Join(cfg.RunsDir, s.owner.ID)
@@ -372,11 +383,13 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	if dir := path.Dir(python[0]); path.IsAbs(python[0]) && !strings.Contains(":"+defaultPath+":", ":"+dir+":") {
 		env["PATH"] = dir + ":" + defaultPath
 	}
-	return Plan{
-		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: s.cfg.User, Env: env,
-		Workspace: p.Workspace, Scratch: p.scratch(), Labels: s.owner.Labels("run"), Runtime: s.cfg.Runtime,
+	plan := Plan{
+		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: s.newUser(), Env: env,
+		Workspace: p.Workspace, Scratch: p.scratch(), Runtime: s.cfg.Runtime,
 		Stdin: true, Limits: s.cfg.Limits,
 	}
+	plan.Labels = s.labels("run", plan)
+	return plan
 }
 
 // defaultPath is the PATH of every container.

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/pybox-dev/pybox/internal/engine"
 )
 
 // SessionProgram is one program run in a session.
@@ -53,10 +51,9 @@ type session struct {
 // ready frame; on failure nothing of it is left.
 func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram) (*session, error) {
 	plan := s.plan(Program{Image: p.Image, Python: p.Python, Workspace: p.Workspace}, "kernel")
-	plan.Labels = s.owner.Labels("session")
+	plan.Labels = s.labels("session", plan)
 	plan.Labels[LabelSession] = id
-	cfg, host := ContainerConfig(plan)
-	c, err := s.dial(ctx, engine.Spec{Name: s.owner.ContainerName("session"), Config: cfg, Host: host})
+	c, err := s.start(ctx, plan, "session")
 	if err != nil {
 		return nil, fmt.Errorf("session kernel did not start: %w", err)
 	}

@@ -99,6 +99,7 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 	}
 	user := c.sandboxUser()
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits,
+		SharedUID:     backend != nil, // pods keep the one user: a cluster's storage story is its own
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
 		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"), Log: log})
 	if err != nil {
@@ -187,15 +188,17 @@ func (a *app) closeTenant() {
 // outside code storage, so no stateless run can reach a session's files or
 // swap its folder for a symlink before it is mounted.
 func (a *app) openSessions() (*storage.Dir, error) {
-	return openStorage(filepath.Join(a.cfg.StateDir, "sessions"), a.user)
+	return a.openStorage(filepath.Join(a.cfg.StateDir, "sessions"))
 }
 
-// openStorage opens a directory the sandbox user (user, "uid:gid") can
+// openStorage opens a directory the sandbox user (a.user, "uid:gid") can
 // write to. Run as root, pybox gives the sandbox user the folders it
 // creates, and an existing folder only when root owns it: a folder of a
 // regular user is never given away (programs run as its owner instead:
-// see sandboxUser).
-func openStorage(path, user string) (*storage.Dir, error) {
+// see sandboxUser). When each container runs as a uid of its own (see
+// sandbox.Config.SharedUID), the folder is shared with the sandbox user's
+// group (storage.Dir.Share).
+func (a *app) openStorage(path string) (*storage.Dir, error) {
 	var before syscall.Stat_t
 	statErr := syscall.Stat(path, &before)
 	dir, err := storage.Open(path)
@@ -206,15 +209,19 @@ func openStorage(path, user string) (*storage.Dir, error) {
 		return dir, nil
 	}
 	var uid, gid int
-	if _, err := fmt.Sscanf(user, "%d:%d", &uid, &gid); err != nil {
+	if _, err := fmt.Sscanf(a.user, "%d:%d", &uid, &gid); err != nil {
 		dir.Close()
-		return nil, fmt.Errorf("sandbox user %q: %w", user, err)
+		return nil, fmt.Errorf("sandbox user %q: %w", a.user, err)
 	}
-	if statErr == nil && before.Uid != 0 {
+	switch {
+	case a.sandbox.OwnUIDs():
+		err = dir.Share(uid, gid)
+	case statErr == nil && before.Uid != 0:
 		dir.SetNewOwner(uid, gid) // the folders pybox makes in it
-		return dir, nil
+	default:
+		err = dir.SetOwner(uid, gid)
 	}
-	if err := dir.SetOwner(uid, gid); err != nil {
+	if err != nil {
 		dir.Close()
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func (d *doctor) run(ctx context.Context, a *app) {
 		return
 	}
 	d.line(true, "runtime image", fmt.Sprintf("%s (%s, %d MB)", a.image, shortID(img.ID), img.Size>>20))
-	store, err := openStorage(a.cfg.StorageDir, a.user)
+	store, err := a.openStorage(a.cfg.StorageDir)
 	if err != nil {
 		d.line(false, "code storage", err.Error())
 		return
@@ -160,7 +160,7 @@ func (d *doctor) selfTest(ctx context.Context, a *app, sb *sandbox.Sandbox, suff
 		return
 	}
 	defer os.RemoveAll(ws)
-	store, err := openStorage(ws, a.user)
+	store, err := a.openStorage(ws)
 	if err != nil {
 		line(false, "isolation", err.Error())
 		return

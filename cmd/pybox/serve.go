@@ -62,7 +62,7 @@ func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
 		}
 	}
 	fail := func(err error) (*mcp.Server, func(), error) { stop(); return nil, nil, err }
-	store, err := openStorage(c.StorageDir, a.user)
+	store, err := a.openStorage(c.StorageDir)
 	if err != nil {
 		return fail(err)
 	}

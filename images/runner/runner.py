@@ -538,6 +538,7 @@ def main(argv):
         os.write(2, b"usage: runner once | runner kernel\n")
         return 2
     harden()
+    os.umask(0o002)  # group-writable files: later sandboxes, each its own uid in one group, can write them
     sup = Supervisor(argv == ["once"])
     if sup.pid == 0:
         return worker_main(argv[0], sup.child_fds)

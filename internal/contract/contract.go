@@ -22,6 +22,18 @@ const (
 	InstallUser = "10002:10002" // uid:gid installs run as; owns only the venv's package directories
 )
 
+// The uids containers get one each (when the server runs as root with
+// SandboxUser; see sandbox.Config.SharedUID), in SandboxUser's group: the
+// kernel charges inotify instances and pipe buffers per uid, so each
+// sandbox has its own budget. The range lies above the subordinate ids
+// useradd hands out (up to 600100000) and systemd-nspawn's container
+// range (up to 0x6FFFFFFF), below systemd's foreign range (0x7FFE0000)
+// and 2^31: no host account uses it.
+const (
+	SandboxUIDBase  = 0x70000000 // 1879048192
+	SandboxUIDCount = 1 << 24
+)
+
 // Labels of pybox's containers (and, with LabelManaged "image", of its
 // package-layer images).
 const (
@@ -31,6 +43,7 @@ const (
 	LabelHost    = "pybox.host"    // hostname of that instance (information only)
 	LabelPID     = "pybox.pid"     // its process id in its own PID namespace (information only)
 	LabelRole    = "pybox.role"    // run, pool, session, probe, install
+	LabelUID     = "pybox.uid"     // the container's own uid (SandboxUIDBase...), when it has one
 )
 
 // Hardened is the host configuration every pybox container starts from:

@@ -26,6 +26,11 @@ func (d *Dir) mkdirAll(rel string) error {
 				return err
 			}
 		}
+		if d.shared {
+			if err := d.root.Chmod(p, SharedDirMode); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

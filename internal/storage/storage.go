@@ -33,6 +33,7 @@ type Dir struct {
 
 	appendMu appendMutex // serializes Append (append.go)
 	owner    *[2]int     // uid, gid given to directories Sub creates (sub.go)
+	shared   bool        // the group shares it: group-writable, setgid directories (share.go)
 }
 
 // Open creates (if needed) and opens the directory at path.
@@ -246,7 +247,7 @@ func (d *Dir) writeIn(p *place, r io.Reader) error {
 // server's umask, and gives it the sandbox owner when one is set (so
 // programs can also append to files the tools wrote).
 func (d *Dir) finishMode(f *os.File) error {
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(d.fileMode()); err != nil {
 		return err
 	}
 	if d.owner != nil {

@@ -27,7 +27,7 @@ func (d *Dir) Reopen() (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open code storage: %w", err)
 	}
-	return &Dir{path: d.path, root: root, owner: d.owner}, nil
+	return &Dir{path: d.path, root: root, owner: d.owner, shared: d.shared}, nil
 }
 
 // Sub creates (if needed) the directory rel inside d, including parents
@@ -47,7 +47,7 @@ func (d *Dir) Sub(rel string) (*Dir, error) {
 	if err != nil {
 		return nil, d.wrap("open directory", rel, err)
 	}
-	return &Dir{path: d.Abs(rel), root: root, owner: d.owner}, nil
+	return &Dir{path: d.Abs(rel), root: root, owner: d.owner, shared: d.shared}, nil
 }
 
 // refuseNonDir fails unless rel is a real directory (not a symlink to one).
