@@ -61,9 +61,13 @@ type Owner interface {
 // Installer runs installs in their own containers and commits the result
 // as content-addressed image layers. Safe for concurrent use.
 type Installer struct {
-	Engine   *engine.Client
-	Owner    Owner
-	Index    Index
+	Engine *engine.Client
+	Owner  Owner
+	Index  Index
+	// Tenant owns the layers this installer makes ("" = the server, no
+	// tenants): it is part of their keys and labels, so no tenant's
+	// install finds, or is handed, another's layer.
+	Tenant   string
 	MaxDepth int           // layers before a rebuild from the base; default 8
 	Timeout  time.Duration // per install; default 10 minutes
 	Log      *slog.Logger  // nil discards
@@ -125,7 +129,7 @@ func (in *Installer) plan(ctx context.Context, env Environment, add []string) (l
 	if l.depth > in.maxDepth() {
 		l.parentRef, l.specs, l.depth = env.BaseImage, l.all, 1
 	}
-	img, found, err := in.Engine.InspectImage(ctx, l.parentRef)
+	img, found, err := inspectRef(ctx, in.Engine, l.parentRef)
 	if err != nil {
 		return l, err
 	}
@@ -133,7 +137,7 @@ func (in *Installer) plan(ctx context.Context, env Environment, add []string) (l
 		return l, fmt.Errorf("image %s does not exist", l.parentRef)
 	}
 	l.parent, l.installer = img, installerFor(env, img)
-	l.key = layerKey(img.ID, l.installer, env.Python(), l.specs, in.Index, wheelhouseDigest(in.Index.Wheelhouse))
+	l.key = layerKey(img.ID, l.installer, env.Python(), l.specs, in.Index, wheelhouseDigest(in.Index.Wheelhouse), in.Tenant)
 	return l, nil
 }
 
@@ -155,11 +159,14 @@ func installerFor(env Environment, img engine.Image) string {
 // layerKey hashes everything that decides a layer's content. Whether
 // sdists were allowed is part of it: a layer that may hold packages built
 // from source (by their own build code) is never reused as a wheels-only one.
-func layerKey(parentID, installer string, python, specs []string, idx Index, wheels string) string {
+func layerKey(parentID, installer string, python, specs []string, idx Index, wheels, tenant string) string {
 	h := sha256.New()
 	for _, part := range []string{parentID, installer, strings.Join(python, "\x00"), strings.Join(specs, "\x00"),
 		idx.URL, idx.ExtraURL, wheels, strconv.FormatBool(idx.AllowSdist)} {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	if tenant != "" { // the server's keys stay those of earlier versions
+		fmt.Fprintf(h, "tenant %d:%s;", len(tenant), tenant)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -261,14 +268,14 @@ func labelsJSON(specs []string) string {
 // parent's command and user back, provenance labels, and the installer's
 // owner labels neutralised so containers from the image are not mistaken
 // for pybox's own.
-func commitChanges(env Environment, l layer, now time.Time) []string {
+func commitChanges(env Environment, l layer, tenant string, now time.Time) []string {
 	labels := [][2]string{
 		{ocispec.AnnotationCreated, now.UTC().Format(time.RFC3339)},
 		{ocispec.AnnotationBaseImageName, l.parentRef},
 		{ocispec.AnnotationBaseImageDigest, l.parent.ID},
 		{ocispec.AnnotationDescription, "pybox package layer: " + strings.Join(l.specs, " ")},
 		{LabelKey, l.key}, {LabelRequirements, labelsJSON(l.all)}, {LabelDepth, strconv.Itoa(l.depth)},
-		{LabelEnvType, env.Type}, {contract.LabelManaged, "image"}, {contract.LabelOwner, ""}, {contract.LabelPID, ""},
+		{LabelEnvType, env.Type}, {LabelTenant, tenant}, {contract.LabelManaged, "image"}, {contract.LabelOwner, ""}, {contract.LabelPID, ""},
 		{contract.LabelHost, ""}, {contract.LabelRole, "package-layer"},
 	}
 	changes := make([]string, 0, len(labels)+2)

@@ -51,8 +51,12 @@ func (in *Installer) Install(ctx context.Context, env Environment, specs []strin
 // callers ask at the same time. The build runs detached from any one
 // caller, so a caller giving up does not fail the others; Close ends it.
 func (in *Installer) layerImage(ctx context.Context, env Environment, l layer) (engine.Image, bool, string, error) {
-	if img, found, err := in.Engine.InspectImage(ctx, l.tag()); err != nil || found {
-		return img, found, "", err
+	if img, found, err := inspectRef(ctx, in.Engine, l.tag()); err != nil {
+		return img, false, "", err
+	} else if found && ownLayer(img, in.Tenant) {
+		return img, true, "", nil
+	} else if found {
+		return engine.Image{}, false, "", fmt.Errorf("layer %s is not one of this tenant's installs", l.tag())
 	}
 	ch := in.group.DoChan(l.key, func() (any, error) {
 		in.mu.Lock()
@@ -103,7 +107,7 @@ func (in *Installer) build(ctx context.Context, env Environment, l layer) (built
 	if err := in.failure(exit, err, head.first(), b.output); err != nil {
 		return b, err
 	}
-	img, found, err := in.Engine.InspectImage(ctx, l.tag())
+	img, found, err := inspectRef(ctx, in.Engine, l.tag())
 	if err == nil && !found {
 		err = errors.New("committed layer vanished")
 	}
@@ -127,7 +131,7 @@ func (in *Installer) commit(ctx context.Context, id string, env Environment, l l
 		in.log().Warn("install refused: changes outside the package directories", "specs", l.specs, "paths", refused)
 		return dirs.outsideError(refused)
 	}
-	_, err = in.Engine.Commit(ctx, id, l.tag(), "pybox install "+strings.Join(l.specs, " "), commitChanges(env, l, time.Now()))
+	_, err = in.Engine.Commit(ctx, id, l.tag(), "pybox install "+strings.Join(l.specs, " "), commitChanges(env, l, in.Tenant, time.Now()))
 	return err
 }
 

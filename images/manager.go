@@ -30,7 +30,11 @@ type ManagerConfig struct {
 	Prober        Prober            // checks interpreters and lists installed packages
 	StatePath     string            // state file; "" = the environment is not persisted
 	Policy        RequirementPolicy // what install specs may contain
-	Log           *slog.Logger      // nil discards
+	// AllowedImages are the images, besides pybox's runtime images and the
+	// starting environment's, that an environment may start from: full
+	// references (PYBOX_ALLOWED_IMAGES). Nil allows no other image.
+	AllowedImages []string
+	Log           *slog.Logger // nil discards
 }
 
 // Manager holds the active environment: it starts it, switches it,
@@ -39,6 +43,7 @@ type Manager struct {
 	cfg     ManagerConfig
 	log     *slog.Logger
 	origin  string
+	allowed allowlist
 	mu      sync.Mutex // guards active and known
 	active  Environment
 	known   map[string]Environment
@@ -64,7 +69,11 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{cfg: cfg, log: log, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]listing{}}}
+	allowed, err := newAllowlist(cfg.AllowedImages)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, log: log, allowed: allowed, changes: semaphore.NewWeighted(1), pkgs: packageCache{m: map[string]listing{}}}
 	m.ctx, m.stop = context.WithCancel(context.Background())
 	return m, nil
 }
@@ -114,6 +123,7 @@ func (m *Manager) Start(ctx context.Context, initial Environment) error {
 		return err
 	}
 	m.origin = origin(initial)
+	m.allowed.add(initial.BaseImage) // the operator's own choice
 	env, restored := initial, false
 	if saved, ok := m.saved(ctx); ok {
 		env, restored = saved, true
@@ -165,7 +175,7 @@ func (m *Manager) saved(ctx context.Context) (Environment, bool) {
 	if !ok || st.Origin != m.origin {
 		return Environment{}, false
 	}
-	if _, found, err := m.cfg.Installer.Engine.InspectImage(ctx, st.Environment.Image); err != nil || !found {
+	if _, found, err := inspectRef(ctx, m.Engine(), st.Environment.Image); err != nil || !found {
 		m.log.Warn("saved environment's image is gone; starting from the configured one", "image", st.Environment.Image)
 		return Environment{}, false
 	}
@@ -184,15 +194,39 @@ func (m *Manager) resolve(ctx context.Context, env *Environment) error {
 			return fmt.Errorf("%w: the %s runtime image is not available: %w", errBadEnv, env.Variant, err)
 		}
 	}
-	img, found, err := m.cfg.Installer.Engine.InspectImage(ctx, env.Image)
+	img, err := m.authorize(ctx, *env)
 	if err != nil {
 		return err
 	}
-	if !found {
-		return fmt.Errorf("%w: image %s does not exist locally (pull or build it first)", errBadEnv, env.Image)
-	}
 	env.ImageID = img.ID
 	return nil
+}
+
+// authorize returns env's image when the environment may use it: its base
+// is on the allowlist or a package layer of this tenant's, and its current
+// image, when another, is a package layer of this tenant's. References are
+// resolved only as such, never as image ID prefixes.
+func (m *Manager) authorize(ctx context.Context, env Environment) (engine.Image, error) {
+	for _, ref := range []string{env.BaseImage, env.Image} {
+		if _, err := NormalizeRef(ref); err != nil {
+			return engine.Image{}, fmt.Errorf("%w (%w)", notAllowedError(ref), err)
+		}
+	}
+	img, found, err := inspectRef(ctx, m.Engine(), env.Image)
+	if err != nil {
+		return engine.Image{}, err
+	}
+	layer := found && ownLayer(img, m.cfg.Installer.Tenant)
+	if !m.allowed.allows(env.BaseImage) && !(env.Image == env.BaseImage && layer) {
+		return engine.Image{}, notAllowedError(env.BaseImage)
+	}
+	if env.Image != env.BaseImage && found && !layer {
+		return engine.Image{}, notAllowedError(env.Image)
+	}
+	if !found {
+		return engine.Image{}, fmt.Errorf("%w: image %s does not exist locally (pull or build it first)", errBadEnv, env.Image)
+	}
+	return img, nil
 }
 
 // lookup returns the last state of want's lineage when its image still exists.
@@ -201,8 +235,8 @@ func (m *Manager) lookup(ctx context.Context, want Environment) (Environment, bo
 	if !ok {
 		return Environment{}, false
 	}
-	_, found, err := m.cfg.Installer.Engine.InspectImage(ctx, prev.Image)
-	return prev, err == nil && found
+	img, found, err := inspectRef(ctx, m.Engine(), prev.Image)
+	return prev, err == nil && found && (prev.Image == prev.BaseImage || ownLayer(img, m.cfg.Installer.Tenant))
 }
 
 func (m *Manager) set(env Environment) {

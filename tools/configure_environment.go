@@ -13,7 +13,7 @@ var configureEnvironmentTool = &mcp.Tool{
 	Name: "configure_environment",
 	Description: "Switch the Python environment programs run in. type: venv-uv (default: the runtime image's venv, " +
 		"optional venv_path (or uv_venv_path) and variant), venv (venv_path inside the image), conda (conda_name, in an image that has conda), " +
-		"or image (any local image with python_path). The choice is checked (image present, Python starts) before it " +
+		"or image (an allowed local image, by full reference such as name:tag, never an image ID, with python_path). The choice is checked (image allowed and present, Python starts) before it " +
 		"takes effect, and it survives a server restart. A wrong combination is an error and changes nothing.",
 	Annotations: &mcp.ToolAnnotations{Title: "Configure the environment", IdempotentHint: true},
 }
@@ -24,7 +24,7 @@ type ConfigureEnvironmentInput struct {
 	VenvPath   string `json:"venv_path,omitempty" jsonschema:"venv inside the image (venv-uv, venv; default /opt/venv)"`
 	UVVenvPath string `json:"uv_venv_path,omitempty" jsonschema:"mcp_code_executor's name for venv_path with type venv-uv (a venv inside the image)"`
 	CondaName  string `json:"conda_name,omitempty" jsonschema:"conda environment name (conda)"`
-	Image      string `json:"image,omitempty" jsonschema:"local image to use (image, conda; optional for venv types)"`
+	Image      string `json:"image,omitempty" jsonschema:"allowed local image by full reference, e.g. name:tag (image, conda; optional for venv types)"`
 	PythonPath string `json:"python_path,omitempty" jsonschema:"interpreter inside the image (image; default python3)"`
 	Variant    string `json:"variant,omitempty" jsonschema:"runtime image variant for venv types: base or datascience (numpy, pandas, matplotlib)"`
 }

@@ -126,14 +126,14 @@ func (a *app) newManager() error {
 		return err
 	}
 	a.index = idx
-	inst := &images.Installer{Engine: a.engine, Owner: a.sandbox.Owner(), Index: idx, Timeout: a.cfg.InstallTime, Log: a.log}
+	inst := &images.Installer{Engine: a.engine, Owner: a.sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.cfg.InstallTime, Log: a.log}
 	if a.backend != nil {
 		inst.Refuse = errInstallOnKubernetes
 	}
 	a.inst = inst
 	a.envs, err = images.NewManager(images.ManagerConfig{
 		EnsureRuntime: a.ensureRuntime, Installer: inst, Prober: a.sandbox,
-		Policy: images.RequirementPolicy{AllowURLs: a.cfg.AllowURLReqs}, Log: a.log,
+		Policy: images.RequirementPolicy{AllowURLs: a.cfg.AllowURLReqs}, AllowedImages: a.cfg.allowedImages(), Log: a.log,
 	})
 	return err
 }

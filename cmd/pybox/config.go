@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/docker/go-units"
 
@@ -64,6 +65,7 @@ type config struct {
 	IndexURL      string
 	ExtraIndexURL string
 	Wheelhouse    string
+	AllowedImages string
 	InstallNet    string
 	InstallTime   time.Duration
 	StateDir      string
@@ -136,6 +138,7 @@ func (c *config) commonSettings() []setting {
 	return []setting{
 		{"code-storage-dir", "CODE_STORAGE_DIR", "directory for code files, mounted at /workspace", str(&c.StorageDir, defaultStorageDir())},
 		{"image", "PYBOX_IMAGE", "runtime image (default pybox-runtime:<variant>)", str(&c.Image, "")},
+		{"allowed-images", "PYBOX_ALLOWED_IMAGES", "images configure_environment may start from besides pybox's runtime images and --image: full references (name:tag or name@sha256:digest), separated by commas or spaces; never image IDs", str(&c.AllowedImages, "")},
 		{"variant", "PYBOX_VARIANT", "runtime image variant: base or datascience", str(&c.Variant, "base")},
 		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc); default the daemon's", str(&c.Runtime, "")},
 		{"backend", "PYBOX_BACKEND", "where sandboxes run: docker (Docker or Podman) or kubernetes (a pod each; see the README's Kubernetes section)", str(&c.Backend, "docker")},
@@ -444,6 +447,11 @@ func (c *config) index() (images.Index, error) {
 		idx.Wheelhouse = abs
 	}
 	return idx, nil
+}
+
+// allowedImages splits PYBOX_ALLOWED_IMAGES (commas or spaces).
+func (c *config) allowedImages() []string {
+	return strings.FieldsFunc(c.AllowedImages, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
 // preinstalled splits PREINSTALLED_PACKAGES.

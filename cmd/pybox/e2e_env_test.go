@@ -129,7 +129,7 @@ func TestConfigureRoundTrip(t *testing.T) {
 // programs run stay as they were.
 func TestConfigureRejectsAndChangesNothing(t *testing.T) {
 	stateDir := t.TempDir()
-	s := startServer(t, "PYBOX_STATE_DIR="+stateDir)
+	s := startServer(t, "PYBOX_STATE_DIR="+stateDir, testAllowedImages)
 	s.configure(map[string]any{"type": "image", "image": runtimeBase, "python_path": "/usr/bin/python3"})
 	statePath := filepath.Join(stateDir, "environment.json")
 	tests := []struct {
@@ -144,6 +144,8 @@ func TestConfigureRejectsAndChangesNothing(t *testing.T) {
 		{"venv_path with ..", map[string]any{"type": "venv", "venv_path": "../x"}, `venv_path "../x"`},
 		{"relative venv_path", map[string]any{"type": "venv-uv", "venv_path": "venv"}, `venv_path "venv"`},
 		{"image not present", map[string]any{"type": "image", "image": "pybox-test-nosuch:latest"}, "pybox-test-nosuch:latest does not exist locally"},
+		{"image not allowed", map[string]any{"type": "image", "image": "pybox-test-unlisted:latest"}, `image "pybox-test-unlisted:latest" is not allowed`},
+		{"image by an ID prefix", map[string]any{"type": "image", "image": "0c"}, "looks like an image ID"},
 		{"venv_path without python", map[string]any{"type": "venv", "venv_path": "/nonexistent"}, "Python does not start"},
 		{"conda in an image without conda", map[string]any{"type": "conda", "conda_name": "ds"}, "Python does not start"},
 		{"unknown variant", map[string]any{"type": "venv-uv", "variant": "huge"}, `unknown image variant "huge"`},
@@ -219,7 +221,7 @@ func TestEnvironmentCachesDoNotMix(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, "pybox-test-venv2:latest", venv2Dockerfile, nil)
-	s := packageServer(t, testenv.Wheelhouse(t))
+	s := packageServer(t, testenv.Wheelhouse(t), testAllowedImages)
 	a := s.install("pyboxbase==1.0")
 	if st := s.check("pyboxbase"); !st.Installed || st.Version != "1.0" {
 		t.Fatalf("env A: pyboxbase %+v; want 1.0", st)
@@ -300,7 +302,7 @@ func TestCondaEnvironment(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})
-	s := packageServer(t, testenv.Wheelhouse(t))
+	s := packageServer(t, testenv.Wheelhouse(t), testAllowedImages)
 
 	before := s.envConfig()
 	res := s.call("configure_environment", map[string]any{"type": "conda", "conda_name": "nosuch", "image": "pybox-test-conda:latest"})

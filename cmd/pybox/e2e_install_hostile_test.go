@@ -26,7 +26,7 @@ func TestHostileInstallChangesNothing(t *testing.T) {
 	testenv.BuildImage(t, eng, "pybox-test-rootvenv:latest", rootVenvDockerfile, nil)
 	wh, stateDir := testenv.Wheelhouse(t), t.TempDir()
 	testenv.WriteHostileSdist(t, wh)
-	s := packageServer(t, wh, "PYBOX_STATE_DIR="+stateDir)
+	s := packageServer(t, wh, "PYBOX_STATE_DIR="+stateDir, testAllowedImages)
 	statePath := filepath.Join(stateDir, "environment.json")
 	tests := []struct {
 		name    string

@@ -39,7 +39,7 @@ func TestConfigureRefusesNonCPython(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, impostorImage, impostorDockerfile, map[string]string{"echo-args": echoArgs, "canned-answer": cannedAnswer})
-	s := packageServer(t, testenv.Wheelhouse(t))
+	s := packageServer(t, testenv.Wheelhouse(t), testAllowedImages)
 	tests := []struct {
 		name, image, python, wantErr string
 	}{
@@ -128,7 +128,7 @@ func TestConfigureRecordsInterpreter(t *testing.T) {
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})
 	stateDir := t.TempDir()
-	s := startServer(t, "PYBOX_STATE_DIR="+stateDir)
+	s := startServer(t, "PYBOX_STATE_DIR="+stateDir, testAllowedImages)
 	tests := []struct {
 		name string
 		args map[string]any

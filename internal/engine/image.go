@@ -16,14 +16,16 @@ import (
 
 // Image is what pybox needs to know about a local image.
 type Image struct {
-	ID     string
-	Tags   []string
-	Labels map[string]string
-	Env    []string
-	User   string
-	Cmd    []string
-	Layers int
-	Size   int64
+	ID   string
+	Tags []string
+	// Digests are the image's repository digests (name@sha256:...).
+	Digests []string
+	Labels  map[string]string
+	Env     []string
+	User    string
+	Cmd     []string
+	Layers  int
+	Size    int64
 }
 
 // InspectImage returns the image named ref; found is false when it is absent.
@@ -35,7 +37,7 @@ func (c *Client) InspectImage(ctx context.Context, ref string) (img Image, found
 	if err != nil {
 		return Image{}, false, fmt.Errorf("inspect image %s: %w", ref, unreachable(err))
 	}
-	img = Image{ID: ii.ID, Tags: ii.RepoTags, Size: ii.Size}
+	img = Image{ID: ii.ID, Tags: ii.RepoTags, Digests: ii.RepoDigests, Size: ii.Size}
 	if ii.Config != nil {
 		img.Labels, img.Env, img.User, img.Cmd = ii.Config.Labels, ii.Config.Env, ii.Config.User, ii.Config.Cmd
 	}
