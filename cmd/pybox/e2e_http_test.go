@@ -382,7 +382,7 @@ func TestHTTPConcurrentClients(t *testing.T) {
 }
 
 // TestHTTPServing: SIGHUP reloads the tokens (a new token works, a removed
-// one gets 401); /metrics counts runs per tenant (on --metrics-addr when
+// one gets 401, also when another line is broken); /metrics counts runs per tenant (on --metrics-addr when
 // there are tokens); SIGTERM lets a call in flight finish, then exits with
 // nothing left behind.
 func TestHTTPServing(t *testing.T) {
@@ -429,12 +429,20 @@ func TestHTTPServing(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// A broken tokens file keeps the tokens in force.
-	os.WriteFile(h.tokens, []byte("not a valid line at all\n"), 0o600)
+	// A broken line is refused; the file's valid lines apply (c, left
+	// out, is revoked; a stays).
+	os.WriteFile(h.tokens, []byte("not a valid line at all\na "+tokenA+"\n"), 0o600)
 	h.cmd.Process.Signal(syscall.SIGHUP)
-	time.Sleep(500 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if code, _ := h.rawPost("token-of-tenant-c-0123456789", "", "", initializeBody); code == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a tokens file with a broken line on SIGHUP: the revoked token of c still works")
+		}
+	}
 	if code, _ := h.rawPost(tokenA, "", "", initializeBody); code != http.StatusOK {
-		t.Errorf("a broken tokens file on SIGHUP locked tenant a out: %d", code)
+		t.Errorf("a tokens file with a broken line on SIGHUP locked tenant a out: %d", code)
 	}
 	// SIGTERM with a call in flight: it finishes, then the server exits.
 	got := make(chan string, 1)

@@ -12,15 +12,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -147,52 +144,6 @@ func splitList(s string) []string {
 	return out
 }
 
-// tokenSet maps bearer tokens (by their SHA-256) to tenants.
-type tokenSet struct {
-	tenants []string
-	sums    [][32]byte
-}
-
-var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// loadTokens reads a tokens file: one "TENANT TOKEN" per line; blank lines
-// and lines starting with # are skipped. A tenant may have several
-// tokens; a token belongs to one tenant.
-func loadTokens(path string) (*tokenSet, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tokens file: %w", err)
-	}
-	ts := &tokenSet{}
-	seen := map[[32]byte]int{}
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		switch {
-		case len(f) != 2:
-			return nil, fmt.Errorf("tokens file %s, line %d: want \"TENANT TOKEN\"", path, i+1)
-		case !tenantName.MatchString(f[0]):
-			return nil, fmt.Errorf("tokens file %s, line %d: tenant %q: use 1-63 of a-z, 0-9, _ and -, starting with a letter or digit", path, i+1, f[0])
-		case len(f[1]) < 16:
-			return nil, fmt.Errorf("tokens file %s, line %d: the token is %d characters; use at least 16 (say, openssl rand -hex 32)", path, i+1, len(f[1]))
-		}
-		sum := sha256.Sum256([]byte(f[1]))
-		if first, dup := seen[sum]; dup {
-			return nil, fmt.Errorf("tokens file %s, line %d: the same token as line %d: a token names one tenant", path, i+1, first)
-		}
-		seen[sum] = i + 1
-		ts.tenants = append(ts.tenants, f[0])
-		ts.sums = append(ts.sums, sum)
-	}
-	if len(ts.sums) == 0 {
-		return nil, fmt.Errorf("tokens file %s has no tokens", path)
-	}
-	return ts, nil
-}
-
 // tenant returns the tenant of token, comparing in constant time against
 // every token (hashed, so lengths do not show either).
 func (ts *tokenSet) tenant(token string) (string, bool) {
@@ -207,15 +158,6 @@ func (ts *tokenSet) tenant(token string) (string, bool) {
 		return "", false
 	}
 	return ts.tenants[found], true
-}
-
-func (ts *tokenSet) describe() string {
-	if ts == nil {
-		return "one, no tokens"
-	}
-	names := slices.Clone(ts.tenants)
-	slices.Sort(names)
-	return strings.Join(slices.Compact(names), ",")
 }
 
 // tenants holds each tenant's MCP server, made on its first request.
@@ -250,6 +192,9 @@ func (t *tenants) get(name string) (*tenantServer, error) {
 	}
 	if t.closed {
 		return nil, errors.New("the server is stopping")
+	}
+	if toks := t.tokens.Load(); toks != nil && !slices.Contains(toks.tenants, name) {
+		return nil, errors.New("the tenant was removed") // its token was, a moment ago
 	}
 	a := t.base
 	if name != "" {
@@ -341,31 +286,6 @@ func (t *tenants) close() {
 		})
 	}
 	wg.Wait()
-}
-
-// reloadOnHUP reads the tokens file again on SIGHUP; a file that does not
-// load keeps the tokens in force (and says why in the log).
-func (t *tenants) reloadOnHUP(path string) func() {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				toks, err := loadTokens(path)
-				if err != nil {
-					t.log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
-					continue
-				}
-				t.tokens.Store(toks)
-				t.log.Info("tokens file reloaded", "tenants", toks.describe())
-			}
-		}
-	}()
-	return func() { signal.Stop(hup); close(done) }
 }
 
 // tenantKey carries the request's tenant to the access log.
