@@ -45,6 +45,11 @@ type request struct {
 	Linger bool `json:"linger,omitempty"`
 }
 
+// runnerCap is the request's Cap under l: one byte past the output cap,
+// so that a stream cut at the cap is seen as truncated even when no done
+// frame comes to say how much was dropped (a program killed at its deadline).
+func runnerCap(l Limits) int { return l.OutputBytes + 1 }
+
 // encode frames a request: its length in decimal, a newline, the JSON.
 func (r request) encode() []byte {
 	body, _ := json.Marshal(r) // strings always marshal

@@ -283,7 +283,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools), Cap: s.cfg.Limits.OutputBytes}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools), Cap: runnerCap(s.cfg.Limits)}
 	if l, ok := s.eng.(lossyAtExit); ok {
 		req.Linger = l.LossyAtExit()
 	}

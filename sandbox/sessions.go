@@ -162,7 +162,7 @@ func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram
 	ls.setBusy(true)
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	res, lost, err := ls.run(ctx, s.log, p, orDefault(p.Timeout, s.cfg.Limits.Timeout), s.cfg.Limits.OutputBytes, stdout, stderr)
+	res, lost, err := ls.run(ctx, s.log, p, orDefault(p.Timeout, s.cfg.Limits.Timeout), runnerCap(s.cfg.Limits), stdout, stderr)
 	ls.setBusy(false)
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()
