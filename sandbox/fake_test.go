@@ -28,10 +28,12 @@ type fakeBackend struct {
 	failStart  func() error         // non-nil: Start fails with it
 	failRemove func(id string) bool // true: this removal fails (the daemon away)
 	hanging    chan string          // gets a container's id when a program "hang" starts
+	takenUIDs  int                  // this many uid checks find another container with the uid
 
 	mu      sync.Mutex
 	live    map[string]bool // created and not removed
 	labels  map[string]map[string]string
+	uids    []string // the pybox.uid label of each container started
 	started int
 	strays  map[string]bool
 	seq     int
@@ -52,6 +54,7 @@ func (f *fakeBackend) Start(ctx context.Context, spec engine.Spec) (sandbox.Atta
 	id := fmt.Sprintf("fake-%d", f.seq)
 	f.live[id] = true // created, whatever happens next: the caller owns it
 	f.labels[id] = spec.Config.Labels
+	f.uids = append(f.uids, spec.Config.Labels[sandbox.LabelUID])
 	f.started++
 	f.mu.Unlock()
 	if f.startDelay != nil {
@@ -72,6 +75,10 @@ func (f *fakeBackend) List(ctx context.Context, labels map[string]string) ([]eng
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []engine.Summary
+	if _, ok := labels[sandbox.LabelUID]; ok && f.takenUIDs > 0 {
+		f.takenUIDs--
+		out = append(out, engine.Summary{ID: "elsewhere", Name: "another-server", State: "running"})
+	}
 	for id := range f.live {
 		if !hasLabels(f.labels[id], labels) {
 			continue

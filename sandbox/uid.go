@@ -60,8 +60,11 @@ func (s *Sandbox) start(ctx context.Context, plan Plan, role string) (*conn, err
 			return nil, err
 		}
 		err = s.uidAlone(ctx, c, plan.Labels[LabelUID])
-		if err == nil || !errors.Is(err, errUIDTaken) || draw == uidDraws {
-			return c, err
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errUIDTaken) || draw == uidDraws {
+			return nil, err
 		}
 		s.log.Info("uid taken by another container: drawing another", "uid", plan.Labels[LabelUID])
 		plan.User, plan.Labels = s.newUser(), maps.Clone(plan.Labels)

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -10,13 +11,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
 // hogKernel takes every inotify instance its uid may have and pipe
 // buffers past the per-uid soft limit (fs.pipe-user-pages-soft), says
-// so, and holds them until the file release appears.
+// so, and holds them until it is stopped.
 const hogKernel = `import ctypes, fcntl, os, time
 libc = ctypes.CDLL(None, use_errno=True)
 inotify, pipes = [], []
@@ -34,20 +36,16 @@ for _ in range(128):
     except OSError:
         pass  # past the soft limit: the new pipes that follow take the uid further past it
 print("held", len(inotify), errno, fcntl.fcntl(pipes[-1][1], 1032), os.getuid(), flush=True)
-deadline = time.time() + 60
-while not os.path.exists("/workspace/release") and time.time() < deadline:
-    time.sleep(0.02)
+time.sleep(120)  # until the test ends it
 `
 
 // neighbourKernel reports whether it got an inotify instance and the size
-// of a new pipe (a uid past its pipe soft limit gets 2 pages, not 16), then
-// lets the hog go.
+// of a new pipe (a uid past its pipe soft limit gets 2 pages, not 16).
 const neighbourKernel = `import ctypes, fcntl, os
 libc = ctypes.CDLL(None, use_errno=True)
 fd = libc.inotify_init1(0)
 r, w = os.pipe()
 print(fd >= 0, ctypes.get_errno() if fd < 0 else 0, fcntl.fcntl(w, 1032), os.getuid())
-open("/workspace/release", "w").close()
 `
 
 // TestKernelBudgetsPerSandbox: the kernel charges inotify instances and
@@ -65,66 +63,88 @@ func TestKernelBudgetsPerSandbox(t *testing.T) {
 }
 
 func testKernelBudgets(t *testing.T, rt string) {
-	ws := workspace(t, "")
+	ws := workspace(t, neighbourKernel)
 	if err := os.Chmod(ws, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, ws, "hog.py", hogKernel)
-	writeFile(t, ws, "neighbour.py", neighbourKernel)
 	sb, _ := newSandbox(t, sandbox.Config{Runtime: rt, WarmPool: -1})
-	held := make(chan string, 1)
-	type outcome struct {
-		res sandbox.Result
-		err error
+	hog, stop, hogDone := startHog(t, sb)
+	defer func() { stop(); <-hogDone }()
+	t.Logf("hog: %s", hog)
+	var n, errno, pipe, hogUID int
+	if _, err := fmt.Sscanf(hog, "held %d %d %d %d", &n, &errno, &pipe, &hogUID); err != nil {
+		t.Fatalf("hog said %q: %v", hog, err)
 	}
-	hogDone := make(chan outcome, 1)
+	host := hostProcessOf(t, 10001)
+	if host != "ok 65536" {
+		t.Errorf("a host process of uid 10001 beside the hog (%s): %s; want ok 65536", hog, host)
+	}
+	code := neighbourKernel
+	sample, err := sb.Run(t.Context(), sandbox.Program{File: "main.py", Source: &code, Timeout: time.Minute})
+	checkNeighbour(t, "an eval sample (scratch workspace)", hog, hogUID, sample, err)
+	run, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "main.py", Timeout: time.Minute})
+	checkNeighbour(t, "a run in code storage", hog, hogUID, run, err)
+	cell, err := sb.RunInSession(t.Context(), "beside", sandbox.SessionProgram{Workspace: ws, Code: neighbourKernel, Filename: "/workspace/cell.py"})
+	checkNeighbour(t, "a session", hog, hogUID, cell, err)
+}
+
+// startHog starts hogKernel as a `pybox eval` sample (its workspace a
+// private tmpfs) and returns what it holds once it says so, a function
+// that stops it, and a channel closed when its run has ended.
+func startHog(t *testing.T, sb *sandbox.Sandbox) (string, context.CancelFunc, chan struct{}) {
+	t.Helper()
+	ctx, stop := context.WithCancel(t.Context())
+	held := make(chan string, 1)
+	done := make(chan struct{})
+	code := hogKernel
 	go func() {
+		defer close(done)
 		var out strings.Builder
-		res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "hog.py", Timeout: 90 * time.Second,
+		res, err := sb.Run(ctx, sandbox.Program{File: "hog.py", Source: &code, Timeout: 2 * time.Minute,
 			OnOutput: func(stream string, b []byte) {
 				if out.WriteString(string(b)); stream == "stdout" && strings.HasSuffix(out.String(), "\n") {
 					select {
-					case held <- out.String():
+					case held <- strings.TrimSpace(out.String()):
 					default:
 					}
 				}
 			}})
-		hogDone <- outcome{res, err}
+		if ctx.Err() == nil {
+			t.Errorf("the hog ended before it was stopped: %v %+v", err, res)
+		}
 	}()
-	var hog string
 	select {
-	case hog = <-held:
-	case o := <-hogDone:
-		t.Fatalf("the hog ended before it held anything: %v %+v", o.err, o.res)
-	case <-time.After(60 * time.Second):
-		t.Fatal("the hog did not say what it held within 60s")
+	case h := <-held:
+		return h, stop, done
+	case <-done:
+	case <-time.After(time.Minute):
 	}
-	t.Logf("hog: %s", strings.TrimSpace(hog))
-	host := hostProcessOf(t, 10001)
-	res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "neighbour.py", Timeout: 60 * time.Second})
+	stop()
+	<-done
+	t.Fatal("the hog did not say what it held within a minute")
+	return "", nil, nil
+}
+
+// checkNeighbour checks that a neighbour of the hog ran as a uid of its
+// own and got an inotify instance and a full-size pipe.
+func checkNeighbour(t *testing.T, who, hog string, hogUID int, res sandbox.Result, err error) {
+	t.Helper()
+	var ok bool
+	var errno, pipeSize, uid int
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s beside the hog: %v", who, err)
+		return
 	}
-	var hogN, hogErrno, hogPipes, hogUID, nbUID, pipeSize int
-	var nbOK bool
-	var nbErrno int
-	fmt.Sscanf(hog, "held %d %d %d %d", &hogN, &hogErrno, &hogPipes, &hogUID)
-	if _, err := fmt.Sscanf(res.Stdout, "%t %d %d %d", &nbOK, &nbErrno, &pipeSize, &nbUID); err != nil || res.ExitCode != 0 {
-		t.Fatalf("neighbour: exit %d, stdout %q, stderr %q (%v)", res.ExitCode, res.Stdout, res.Stderr, err)
+	if _, err := fmt.Sscanf(res.Stdout, "%t %d %d %d", &ok, &errno, &pipeSize, &uid); err != nil || res.ExitCode != 0 {
+		t.Errorf("%s: exit %d, stdout %q, stderr %q (%v)", who, res.ExitCode, res.Stdout, res.Stderr, err)
+		return
 	}
-	if !nbOK || pipeSize != 65536 {
-		t.Errorf("neighbour (uid %d) beside the hog (uid %d, %d inotify instances, its last pipe %d bytes): inotify_init1 ok %v (errno %d), new pipe %d bytes; want ok and 65536",
-			nbUID, hogUID, hogN, hogPipes, nbOK, nbErrno, pipeSize)
+	if !ok || pipeSize != 65536 {
+		t.Errorf("%s (uid %d) beside the hog (%s): inotify_init1 ok %v (errno %d), new pipe %d bytes; want ok and 65536",
+			who, uid, hog, ok, errno, pipeSize)
 	}
-	if host != "ok 65536" {
-		t.Errorf("a host process of uid 10001 beside the hog: %s; want ok 65536", host)
-	}
-	if nbUID == hogUID || nbUID < 10000 {
-		t.Errorf("the neighbour ran as uid %d, the hog as %d: want a uid of its own each", nbUID, hogUID)
-	}
-	o := <-hogDone
-	if o.err != nil || o.res.ExitCode != 0 {
-		t.Errorf("hog: %v, exit %d, stderr %q", o.err, o.res.ExitCode, o.res.Stderr)
+	if uid == hogUID || uid < contract.SandboxUIDBase {
+		t.Errorf("%s ran as uid %d, the hog as %d: want a uid of its own each", who, uid, hogUID)
 	}
 }
 
