@@ -19,10 +19,10 @@ import (
 // hogKernel takes every inotify instance its uid may have and pipe
 // buffers past the per-uid soft limit (fs.pipe-user-pages-soft), says
 // so, and holds them until it is stopped.
-const hogKernel = `import ctypes, fcntl, os, time
+const hogKernel = `import ctypes, fcntl, os, resource, time
 libc = ctypes.CDLL(None, use_errno=True)
 inotify, pipes = [], []
-while len(inotify) < 4096:
+while len(inotify) < resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 300:  # gVisor has no per-uid cap: leave fds for the pipes
     fd = libc.inotify_init1(0)
     if fd < 0:
         break
