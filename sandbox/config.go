@@ -26,10 +26,13 @@ type Plan struct {
 	Workspace string            // host directory mounted read-write at /workspace; "" = none
 	Scratch   bool              // without Workspace: /workspace is a tmpfs of Limits.WorkspaceBytes
 	Outputs   *Outputs          // the run's private output folder, mounted over its place in the workspace
-	Labels    map[string]string
-	Runtime   string // OCI runtime; "" = the daemon's default
-	Stdin     bool   // attach stdin
-	Limits    Limits // with defaults applied
+	// SessionOutputs is a session's private output area (a host folder),
+	// mounted at SessionOutputsMount; "" = none.
+	SessionOutputs string
+	Labels         map[string]string
+	Runtime        string // OCI runtime; "" = the daemon's default
+	Stdin          bool   // attach stdin
+	Limits         Limits // with defaults applied
 }
 
 // ContainerConfig is the pure mapping from a plan to the hardened Docker
@@ -81,6 +84,9 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 	}
 	if p.Workspace != "" && p.Outputs != nil {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: p.Outputs.Dir, Target: p.Outputs.Path()})
+	}
+	if p.SessionOutputs != "" {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: p.SessionOutputs, Target: SessionOutputsMount})
 	}
 	return cfg, host
 }

@@ -15,9 +15,9 @@ import (
 // OutputsFolder is where a run's output folders appear in the workspace.
 const OutputsFolder = "outputs"
 
-// Outputs is a stateless run's own output folder: a private host directory
-// under Config.RunsDir that only that run's container mounts, at
-// /workspace/outputs/<Name>. Whatever the caller finds in Dir was written by
+// Outputs is a run's own output folder: a private host directory under
+// Config.RunsDir that only that run's container mounts, at
+// /workspace/outputs/<Name> (a session's call: see sessionOutputs). Whatever the caller finds in Dir was written by
 // that run alone (a concurrent run sees only the empty folder the mount
 // covers in the shared workspace). The caller reads it, then calls Remove.
 type Outputs struct {
@@ -38,10 +38,19 @@ func (o *Outputs) Remove() error {
 	err := os.RemoveAll(o.Dir) // does not follow symlinks the run left
 	// Left when not empty: the caller copied the run's files there, or
 	// another run (all of them share the workspace) wrote into it.
+	if o.mountpoint == "" { // a session's call: nothing was mounted in the workspace
+		return err
+	}
 	if rerr := os.Remove(o.mountpoint); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && !errors.Is(rerr, syscall.ENOTEMPTY) {
 		err = errors.Join(err, rerr)
 	}
 	return err
+}
+
+// runFolderName is a fresh name for a run's output folder: when it was
+// made, and a random part.
+func runFolderName() string {
+	return time.Now().UTC().Format("20060102-150405") + "-" + newNonce()[:8]
 }
 
 // newOutputs makes the private directory of a run in workspace and the
@@ -50,7 +59,7 @@ func (s *Sandbox) newOutputs(workspace string) (*Outputs, error) {
 	if s.runsDir == "" || workspace == "" {
 		return nil, nil
 	}
-	name := time.Now().UTC().Format("20060102-150405") + "-" + newNonce()[:8]
+	name := runFolderName()
 	o := &Outputs{Name: name, Dir: filepath.Join(s.runsDir, name), mountpoint: filepath.Join(workspace, OutputsFolder, name)}
 	if err := os.Mkdir(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("run output folder: %w", err)

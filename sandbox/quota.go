@@ -124,7 +124,11 @@ func (q *quota) check() error {
 
 // checkDisk fails when the disk under the workspace has less than the
 // reserve free.
-func (q *quota) checkDisk() error {
+func (q *quota) checkDisk() error { return q.checkDiskFor(0) }
+
+// checkDiskFor fails when the disk under the workspace would have less
+// than the reserve free once n more bytes are written.
+func (q *quota) checkDiskFor(n int64) error {
 	if q.reserve <= 0 || len(q.dirs) == 0 {
 		return nil
 	}
@@ -132,8 +136,8 @@ func (q *quota) checkDisk() error {
 	if err := syscall.Statfs(q.dirs[0], &st); err != nil {
 		return nil // not measurable: the quota still bounds the workspace
 	}
-	if free := int64(st.Bavail) * st.Bsize; free < q.reserve {
-		return fmt.Errorf("%w: the host disk under the workspace has only %s free, and pybox keeps %s free; free disk space",
+	if free := int64(st.Bavail) * st.Bsize; free-n < q.reserve {
+		return fmt.Errorf("%w: the host disk under the workspace has %s free, and pybox keeps %s free; free disk space",
 			ErrQuota, units.BytesSize(float64(free)), units.BytesSize(float64(q.reserve)))
 	}
 	return nil

@@ -82,8 +82,9 @@ type Sandbox struct {
 	log       *slog.Logger
 	sess      *sessions
 	pool      *pool
-	runsDir   string // RunsDir/<owner>: this instance's run output folders
-	ownUIDs   bool   // each container runs as a uid of its own (Config.SharedUID)
+	runsDir   string     // RunsDir/<owner>: this instance's run output folders
+	ownUIDs   bool       // each container runs as a uid of its own (Config.SharedUID)
+	chargeMu  sync.Mutex // held by the open Charge (one copy-back at a time)
 	closing   atomic.Bool
 	shutdown  context.Context // cancelled by Shutdown: every call in flight ends
 	stopAll   context.CancelFunc

@@ -19,7 +19,6 @@ type SessionProgram struct {
 	Stdin     *string       // nil: input() raises EOFError
 	Args      []string      // sys.argv[1:] while the program runs
 	Timeout   time.Duration // 0 = Limits.Timeout
-	Outputs   string        // folder under the workspace for figures; "" = none
 	OnOutput  func(stream string, chunk []byte)
 	Prepare   func() error   // as Program.Prepare
 	Guard     *Guard         // as Program.Guard
@@ -40,6 +39,7 @@ type session struct {
 	image     string
 	python    []string
 	workspace string
+	outputs   *sessionOutputs // its private output area; nil = none
 	created   time.Time
 
 	mu       sync.Mutex // guards the fields below
@@ -53,20 +53,29 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 	plan := s.plan(Program{Image: p.Image, Python: p.Python, Workspace: p.Workspace}, "kernel")
 	plan.Labels = s.labels("session", plan)
 	plan.Labels[LabelSession] = id
+	outputs, err := s.newSessionOutputs()
+	if err != nil {
+		return nil, err
+	}
+	if outputs != nil {
+		plan.SessionOutputs = outputs.dir
+	}
 	c, err := s.start(ctx, plan, "session")
 	if err != nil {
+		outputs.remove()
 		return nil, fmt.Errorf("session kernel did not start: %w", err)
 	}
-	return &session{conn: c, id: id, image: p.Image, python: p.Python, workspace: p.Workspace,
+	return &session{conn: c, id: id, image: p.Image, python: p.Python, workspace: p.Workspace, outputs: outputs,
 		created: time.Now(), lastUsed: time.Now()}, nil
 }
 
-// run sends one program to the kernel; see conn.turn.
-func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, timeout time.Duration, outCap int, stdout, stderr io.Writer) (Result, error, error) {
+// run sends one program to the kernel, with outputs (a folder of its
+// output area; "" = none) as its output folder; see conn.turn.
+func (ss *session) run(ctx context.Context, log *slog.Logger, p SessionProgram, outputs string, timeout time.Duration, outCap int, stdout, stderr io.Writer) (Result, error, error) {
 	req := request{Nonce: newNonce(), Code: &p.Code, Filename: p.Filename, Stdin: p.Stdin, Args: p.Args, Guard: p.Guard.request(), Variables: p.Variables,
 		Tools: toolNames(p.Tools), Cap: outCap}
-	if p.Outputs != "" {
-		req.Outputs = WorkspaceMount + "/" + p.Outputs
+	if outputs != "" {
+		req.Outputs = SessionOutputsMount + "/" + outputs
 	}
 	return ss.turn(ctx, log, req, timeout, stdout, stderr, p.Tools)
 }

@@ -160,10 +160,12 @@ func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram
 		return Result{SessionLost: true}, fmt.Errorf("session %s ended while this call waited; call again for a new one", ls.id)
 	}
 	ls.setBusy(true)
+	outputs := s.beginTurnOutputs(ls)
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	res, lost, err := ls.run(ctx, s.log, p, orDefault(p.Timeout, s.cfg.Limits.Timeout), runnerCap(s.cfg.Limits), stdout, stderr)
+	res, lost, err := ls.run(ctx, s.log, p, outputs, orDefault(p.Timeout, s.cfg.Limits.Timeout), runnerCap(s.cfg.Limits), stdout, stderr)
 	ls.setBusy(false)
+	res.Outputs, res.OutputsNote = s.endTurnOutputs(ls, outputs)
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()
@@ -241,6 +243,9 @@ func (r *sessions) retire(ls *liveSession, reason string) {
 	r.mu.Unlock()
 	ls.stopWatch()
 	ls.destroy(context.Background(), r.log)
+	if err := ls.outputs.remove(); err != nil {
+		r.log.Warn("session output area not removed", "session_id", ls.id, "err", err)
+	}
 	if first {
 		r.log.Info("session ended", "session_id", ls.id, "reason", reason)
 	}

@@ -50,6 +50,9 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 		s.sess.register(nil)
 		return nil, err
 	}
+	if ss.outputs != nil { // counted with the workspace
+		q.dirs = append(q.dirs, ss.outputs.dir)
+	}
 	ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1)}
 	ls.fresh.Store(true)
 	// The watch lasts as long as the session: a thread its programs leave
@@ -58,6 +61,7 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 	if !s.sess.register(ls) {
 		ls.stopWatch()
 		ss.destroy(s.sess.ctx, s.log)
+		_ = ss.outputs.remove() // Close removes the runs folder anyway
 		return nil, errClosed
 	}
 	return ls, nil

@@ -41,7 +41,11 @@ type ExecutionOutput struct {
 	// Artifacts are the files in the run's own output folder
 	// ($PYBOX_OUTPUTS, outputs/<run>/), saved figures included.
 	Artifacts []Artifact `json:"artifacts,omitempty" jsonschema:"files the program saved in its own output folder, outputs/<run>/ ($PYBOX_OUTPUTS), figures included"`
-	Figures   int        `json:"figures,omitempty" jsonschema:"matplotlib figures returned as PNG images"`
+	// NotSaved are files of that folder that were not copied into the
+	// workspace (its storage quota or the host's disk reserve would have
+	// been passed, or the file could not be read); they are gone.
+	NotSaved []Artifact `json:"not_saved,omitempty" jsonschema:"files of the run's output folder that were not saved in the workspace (storage quota, disk reserve); they are gone"`
+	Figures  int        `json:"figures,omitempty" jsonschema:"matplotlib figures returned as PNG images"`
 	// A program the policy's guardrails refused (nothing ran): error_code
 	// POLICY_VIOLATION, with the rule, what broke it and the line.
 	ErrorCode string `json:"error_code,omitempty" jsonschema:"POLICY_VIOLATION when the policy's guardrails refused the program (nothing ran)"`
@@ -103,8 +107,9 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 		}
 		h.cfg.Observe(path, res, err)
 	}
-	arts, figures, note := outs.collect()
+	got := outs.collect()
 	outs.close()
+	note := got.note
 	if r.saved.temporary {
 		r.saved.temporary = false
 		_ = h.cfg.Storage.Remove(r.saved.file) // best effort: a program may have removed or replaced it
@@ -125,9 +130,9 @@ func (h *handlers) run(ctx context.Context, r runRequest) (*mcp.CallToolResult, 
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Truncated: res.Truncated, QuotaExceeded: res.QuotaExceeded, ResourceKilled: res.ResourceKilled, DurationMS: res.Duration.Milliseconds(),
 		FilePath: r.saved.host, SessionID: r.session, NewSession: res.NewSession, SessionLost: res.SessionLost,
-		Artifacts: arts, Figures: len(figures), MCPCalls: count(),
+		Artifacts: got.arts, NotSaved: got.notSaved, Figures: len(got.figures), MCPCalls: count(),
 	}
-	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(outs, arts) + note}}, figures...)
+	content := append([]mcp.Content{&mcp.TextContent{Text: summary(res) + artifactText(outs, got.arts) + note}}, got.figures...)
 	// A timeout or a quota stop is a tool error; the partial output stays visible.
 	return &mcp.CallToolResult{Content: content, IsError: res.TimedOut || res.QuotaExceeded || res.ResourceKilled}, out, nil
 }
@@ -154,20 +159,17 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 			p.Workspace, p.Source = "", &r.code
 		}
 		res, err := h.cfg.Sandbox.Run(ctx, p)
-		return res, h.runOutputs(ctx, res.Outputs), err
+		return res, h.runOutputs(ctx, res.Outputs, h.cfg.Storage, nil), err
 	}
 	ws, err := h.sessionWorkspace(r)
 	if err != nil {
 		return sandbox.Result{}, nil, h.internal(ctx, "prepare the session's folder", err)
 	}
-	outs, err := newSessionOutputs(ws) // it owns ws now
-	if err != nil {                    // the session's own programs can replace outputs/: run without it
-		h.cfg.Log.WarnContext(ctx, "session outputs folder unavailable", "err", err)
-	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
 		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout,
-		Outputs: outs.folder(), OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
-	return res, outs, err
+		OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
+	// The call's own folder, copied into the session's workspace.
+	return res, h.runOutputs(ctx, res.Outputs, ws, func() { ws.Close() }), err
 }
 
 // artifactText lists the output files for the model, by host path.

@@ -198,13 +198,40 @@ func (d *Dir) Write(rel string, content []byte) error {
 
 // CopyFrom copies the regular file srcRel of src to rel in d, as Write
 // does (atomically, parents created), without following symlinks in src.
-func (d *Dir) CopyFrom(rel string, src *Dir, srcRel string) error {
-	f, _, err := src.openRegular(srcRel)
+// It first calls take with the size of the opened file (its apparent size:
+// a sparse file counts in full, as its copy is dense); an error from take
+// ends the copy before anything is written. The copy writes at most that
+// size: a file that grew meanwhile fails with ErrTooLarge. A copy that
+// fails leaves nothing at rel.
+func (d *Dir) CopyFrom(rel string, src *Dir, srcRel string, take func(size int64) error) error {
+	f, fi, err := src.openRegular(srcRel)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return d.writeFrom(rel, f)
+	if err := take(fi.Size()); err != nil {
+		return err
+	}
+	return d.writeFrom(rel, &limitReader{r: f, left: fi.Size(), rel: srcRel})
+}
+
+// limitReader reads r to its end, failing with ErrTooLarge once it has
+// given more than left bytes.
+type limitReader struct {
+	r    io.Reader
+	left int64
+	rel  string
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1] // one byte more shows that the file grew
+	}
+	n, err := l.r.Read(p)
+	if l.left -= int64(n); l.left < 0 {
+		return 0, fmt.Errorf("%s grew while it was copied: %w", l.rel, ErrTooLarge)
+	}
+	return n, err
 }
 
 // writeFrom replaces rel with what r holds (temp file + rename).
