@@ -11,7 +11,9 @@
 // end on the runner's verdict, the deadline (kill) or the caller's
 // cancellation. Containers are configured by the pure function
 // ContainerConfig; bind sources are checked (engine.Create) and each
-// stateless run gets a private output folder (Outputs).
+// stateless run and session call gets a private output folder (Outputs;
+// a session's come from its output area, sessionoutputs.go). What the
+// caller copies back into a workspace is counted with a Charge.
 //
 // Lifecycle: New validates a Config, fills its defaults and takes the
 // owner's lease. Run takes a slot (bounded concurrency with a queue wait,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
@@ -15,8 +16,14 @@ import (
 // longer reaches it); a folder the program swapped for a symlink is not
 // followed; the area goes with the session.
 func TestSessionCallOutputsArePrivate(t *testing.T) {
+	for _, rt := range testenv.Runtimes(t, testenv.Docker(t)) {
+		t.Run(testenv.RuntimeName(rt), func(t *testing.T) { testSessionCallOutputsArePrivate(t, rt) })
+	}
+}
+
+func testSessionCallOutputsArePrivate(t *testing.T, runtime string) {
 	runs := t.TempDir()
-	sb, _ := newSandbox(t, sandbox.Config{RunsDir: runs})
+	sb, _ := newSandbox(t, sandbox.Config{RunsDir: runs, Runtime: runtime})
 	ws := workspace(t, "")
 	call := func(code string) sandbox.Result {
 		t.Helper()

@@ -99,8 +99,14 @@ print("done")
 // made: another connection planting into every outputs/ folder gets
 // nothing into them. (The old server listed each turn's outputs folder in
 // place, in code storage, and B got A's PNG and file as its own.)
-func TestSessionOutputsAreTheTurnsOwn(t *testing.T) {
-	h := startHTTP(t, false, "PYBOX_TOOLSET=mcp-executor", "PYBOX_WARM_POOL=0")
+func TestSessionOutputsAreTheTurnsOwn(t *testing.T) { eachRuntime(t, testSessionOutputsAreTheTurnsOwn) }
+
+func testSessionOutputsAreTheTurnsOwn(t *testing.T) {
+	env := []string{"PYBOX_TOOLSET=mcp-executor", "PYBOX_WARM_POOL=0"}
+	if serverRuntime != "" {
+		env = append(env, "PYBOX_RUNTIME="+serverRuntime)
+	}
+	h := startHTTP(t, false, env...)
 	a, b := h.connect(tokenA), h.connect(tokenA) // one tenant, two connections
 	if res, out := callOK(t, a, "execute_python", map[string]any{"code": strings.Replace(plantEverywhere, "SECONDS", "30", 1)}); res.IsError || !strings.Contains(out, "planting") {
 		t.Fatalf("connection A: %s", out)
