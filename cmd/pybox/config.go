@@ -219,6 +219,7 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := c.applyEnv(fs, os.Getenv); err != nil {
 		return err
 	}
+	warnUnknownEnv(fs.Output(), os.Environ())
 	return c.applyPolicy(fs)
 }
 
