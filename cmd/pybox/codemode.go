@@ -59,7 +59,11 @@ func newCodeMode(c *config, log *slog.Logger) (*codeMode, error) {
 		allow = c.policy.MCPTools
 	}
 	log.Info("code mode: downstream MCP servers configured", "file", file, "servers", len(servers))
-	return &codeMode{mgr: downstream.NewManager(servers, log, version), allow: allow, maxCalls: c.MCPMaxCalls,
+	// A downstream's message is read up to four times the result limit
+	// (a result's text and structured forms, escaped) plus 1 MiB; a
+	// longer answer is refused while it is read.
+	mgr := downstream.NewManager(servers, downstream.Options{Log: log, Version: version, MaxMessage: 4*int(maxResult) + 1<<20})
+	return &codeMode{mgr: mgr, allow: allow, maxCalls: c.MCPMaxCalls,
 		timeout: c.MCPCallTimeout, maxResult: int(maxResult), log: log}, nil
 }
 

@@ -85,7 +85,7 @@ print("done")
 		t.Errorf("a planted pybox_tools.py: %s", text(res))
 	}
 	stubs := decode[tools.ListMCPToolsOutput](t, s.call("list_mcp_tools", map[string]any{}))
-	if !strings.Contains(stubs.Stubs, "def echo(text: str, times: int | None = None) -> Any:") || len(stubs.Tools) != 5 {
+	if !strings.Contains(stubs.Stubs, "def echo(text: str, times: int | None = None) -> Any:") || len(stubs.Tools) != 10 {
 		t.Errorf("list_mcp_tools: %+v", stubs)
 	}
 	if !strings.Contains(s.stderr.String(), "code mode: tool call") || !strings.Contains(s.stderr.String(), "crashing on purpose") {
@@ -207,5 +207,42 @@ while True:
 	}
 	if out, res := s.exec(map[string]any{"code": "from pybox_tools import tools\nprint(tools.echo.echo(text='ok')['echo'])"}); out.Stdout != "ok\n" {
 		t.Errorf("after the flood: %s", text(res))
+	}
+}
+
+// TestCodeModeSecrets: what code (and the model) sees of a downstream
+// server names it and its failure, never its URL (a key in its path or
+// query) or headers; a command server gets a minimal environment plus its
+// own env, not pybox's (keys, PYBOX_* settings, the code storage folder).
+func TestCodeModeSecrets(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "echoserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/downstream/testdata/echoserver").CombinedOutput(); err != nil {
+		t.Fatalf("build the echo server: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
+	b, _ := json.Marshal(map[string]any{"servers": map[string]any{
+		"echo": map[string]any{"command": bin, "env": map[string]string{"OWN_SETTING": "mine"}},
+		"web":  map[string]any{"url": "http://127.0.0.1:1/mcp/PATHKEY?api_key=SECRET", "headers": map[string]string{"Authorization": "Bearer HDRKEY"}}}})
+	os.WriteFile(cfg, b, 0o644)
+	s := startServer(t, "PYBOX_MCP_SERVERS="+cfg, "SOME_API_KEY=leaked-key")
+	prog := `from pybox_tools import tools, MCPToolError
+try:
+    tools.web.search(q="x")
+except MCPToolError as e:
+    print("web:", e)
+print("env:", tools.echo.env()["env"])
+`
+	out, res := s.exec(map[string]any{"code": prog})
+	stubs := text(s.call("list_mcp_tools", map[string]any{}))
+	seen := out.Stdout + out.Stderr + stubs
+	for _, secret := range []string{"SECRET", "PATHKEY", "HDRKEY", "api_key", "127.0.0.1", "leaked-key", "CODE_STORAGE_DIR", "PYBOX_"} {
+		if strings.Contains(seen, secret) {
+			t.Errorf("code or the model sees %q:\n%s\n%s", secret, text(res), stubs)
+		}
+	}
+	for _, want := range []string{"web: MCP server web: it could not be reached", "OWN_SETTING=mine", "PATH="} {
+		if !strings.Contains(out.Stdout, want) {
+			t.Errorf("the program's output lacks %q: %s", want, text(res))
+		}
 	}
 }

@@ -1,8 +1,11 @@
 // Package downstream connects pybox to other MCP servers whose tools
 // sandboxed code may call (code mode): their configuration, one MCP
-// client per server (the Go SDK's, started lazily, restarted after a
-// crash, stopped with pybox), and the Python stubs that show a model how
-// to call them.
+// client per server (the Go SDK's, started lazily, restarted after the
+// server ended or stopped answering, stopped with pybox; each call sent
+// at most once, each message read with a bound, errors that name the
+// server and never its URL, headers or environment; command servers
+// started with a minimal environment), and the Python stubs that show a
+// model how to call them.
 package downstream
 
 import (

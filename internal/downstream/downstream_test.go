@@ -105,11 +105,11 @@ func TestManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logBuf syncBuf
-	m := NewManager([]Server{{Name: "echo", Command: bin}}, slog.New(slog.NewTextHandler(&logBuf, nil)), "test")
+	m := newTestManager([]Server{{Name: "echo", Command: bin}}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	defer m.Close()
 	ctx := context.Background()
 	tools, err := m.Tools(ctx)
-	if err != nil || len(tools) != 5 {
+	if err != nil || len(tools) != 10 {
 		t.Fatalf("tools: %v %+v", err, tools)
 	}
 	res, err := m.Call(ctx, "echo.echo", map[string]any{"text": "ab", "times": 2}, 10*time.Second)
@@ -141,7 +141,7 @@ func TestManager(t *testing.T) {
 		t.Errorf("after the crash: %v %s; want a new server process (was pid %d)", err, b, out.PID)
 	}
 	start := time.Now()
-	if _, err := m.Call(ctx, "echo.hang", nil, 500*time.Millisecond); err == nil || !strings.Contains(err.Error(), "no answer within") {
+	if _, err := m.Call(ctx, "echo.hang", nil, 500*time.Millisecond); err == nil || !strings.Contains(err.Error(), "no answer from hang within") {
 		t.Errorf("a hung tool: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {

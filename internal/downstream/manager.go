@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -29,30 +27,63 @@ type Tool struct {
 // Qualified is the tool's name as code calls it: SERVER.TOOL.
 func (t Tool) Qualified() string { return t.Server + "." + t.Name }
 
+// Options configure a Manager; the zero value of each field means its
+// default.
+type Options struct {
+	Log     *slog.Logger // nil: discard
+	Version string       // pybox's version, told to the servers
+	// MaxMessage bounds one message read from a server, in bytes (default
+	// DefaultMaxMessage): a longer answer to a call is refused, for that
+	// call only, while it is read.
+	MaxMessage int
+}
+
+// DefaultMaxMessage is Options.MaxMessage's default.
+const DefaultMaxMessage = 2 << 20
+
+// maxTools bounds one server's tool list.
+const maxTools = 1000
+
+// pingTimeout is how long a server whose call timed out has to answer a
+// ping before it is stopped (and started again at the next call).
+const pingTimeout = 5 * time.Second
+
 // Manager holds one MCP client session per downstream server, connected
-// on first use and again after the server crashed; Close stops them.
+// on first use and again after the server ended or stopped answering;
+// Close stops them. Safe for concurrent use.
 type Manager struct {
-	servers map[string]Server
-	log     *slog.Logger
-	version string
-	mu      sync.Mutex
-	conns   map[string]*conn
-	closed  bool
+	servers    map[string]Server
+	conns      map[string]*conn // one per server, fixed at NewManager
+	log        *slog.Logger
+	version    string
+	maxMessage int
+
+	ctx  context.Context // ended by Close
+	stop context.CancelFunc
+	wg   sync.WaitGroup // session watchers and health checks
+
+	mu     sync.Mutex // guards closed, and wg's Go against Close's Wait
+	closed bool
 }
 
 // conn is one server's client session (nil until connected).
 type conn struct {
-	mu    sync.Mutex
-	cs    *mcp.ClientSession
-	tools []Tool
+	mu       sync.Mutex
+	cs       *mcp.ClientSession
+	tools    []Tool
+	checking atomic.Bool // a health check is under way
 }
 
 // NewManager returns a Manager for servers; nothing starts until used.
-func NewManager(servers []Server, log *slog.Logger, version string) *Manager {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+func NewManager(servers []Server, opts Options) *Manager {
+	m := &Manager{servers: map[string]Server{}, conns: map[string]*conn{}, log: opts.Log, version: opts.Version, maxMessage: opts.MaxMessage}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{servers: map[string]Server{}, log: log, version: version, conns: map[string]*conn{}}
+	if m.maxMessage <= 0 {
+		m.maxMessage = DefaultMaxMessage
+	}
+	m.ctx, m.stop = context.WithCancel(context.Background())
 	for _, s := range servers {
 		m.servers[s.Name] = s
 		m.conns[s.Name] = &conn{}
@@ -66,15 +97,19 @@ func (m *Manager) Servers() []string { return slices.Sorted(maps.Keys(m.servers)
 // ErrUnknownTool: the name is not SERVER.TOOL of a configured server.
 var ErrUnknownTool = errors.New("unknown downstream tool")
 
+// errStopping: Close was called.
+var errStopping = errors.New("pybox is stopping")
+
 // Tools lists every server's tools (connecting as needed). A server that
-// cannot be reached is left out, and its error returned beside the rest.
+// cannot be reached is left out, and its error (an *Error) returned
+// beside the rest.
 func (m *Manager) Tools(ctx context.Context) ([]Tool, error) {
 	var all []Tool
 	var errs []error
 	for _, name := range m.Servers() {
 		ts, err := m.serverTools(ctx, name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			errs = append(errs, m.public(name, err))
 			continue
 		}
 		all = append(all, ts...)
@@ -83,7 +118,8 @@ func (m *Manager) Tools(ctx context.Context) ([]Tool, error) {
 }
 
 func (m *Manager) serverTools(ctx context.Context, name string) ([]Tool, error) {
-	c, cs, err := m.session(ctx, name)
+	c := m.conns[name]
+	cs, err := m.session(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -96,21 +132,29 @@ func (m *Manager) serverTools(ctx context.Context, name string) ([]Tool, error) 
 	var tools []Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			m.drop(name, cs, err)
+			m.failed(name, cs, err)
 			return nil, err
+		}
+		if len(tools) == maxTools {
+			return nil, fmt.Errorf("it lists more than %d tools", maxTools)
 		}
 		schema, _ := t.InputSchema.(map[string]any)
 		tools = append(tools, Tool{Server: name, Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
 	c.mu.Lock()
-	c.tools = tools
+	if c.cs == cs {
+		c.tools = tools
+	}
 	c.mu.Unlock()
 	return tools, nil
 }
 
-// Call calls SERVER.TOOL with args, within timeout. A server that crashed
-// is started again for the call; its tool's error result is returned as
-// is (IsError set).
+// Call calls SERVER.TOOL with args, within timeout, sending it once: a
+// call whose connection broke may have run (its answer lost), so it is
+// never sent again; the server is started again for the next call. A
+// server that does not answer a ping after a call timed out is stopped
+// (and started again for the next call). The tool's error result is
+// returned as is (IsError set); every other failure is an *Error.
 func (m *Manager) Call(ctx context.Context, qualified string, args map[string]any, timeout time.Duration) (*mcp.CallToolResult, error) {
 	server, tool, ok := strings.Cut(qualified, ".")
 	if _, known := m.servers[server]; !ok || !known || tool == "" {
@@ -118,154 +162,116 @@ func (m *Manager) Call(ctx context.Context, qualified string, args map[string]an
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
-		_, cs, err := m.session(ctx, server)
-		if err != nil {
-			return nil, err
-		}
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		if err == nil {
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: no answer within %v", qualified, timeout)
-		}
-		if !m.drop(server, cs, err) || attempt > 0 {
-			return nil, err
-		}
-		m.log.Warn("a downstream MCP server's connection broke; starting it again", "server", server, "err", err)
+	cs, err := m.session(ctx, server)
+	if err != nil {
+		return nil, m.public(server, err)
 	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		m.check(server, cs)
+		return nil, &Error{Server: server, Failure: fmt.Sprintf("no answer from %s within %v", tool, timeout)}
+	case ctx.Err() != nil:
+		return nil, &Error{Server: server, Failure: "the call was cancelled (its program ended)"}
+	}
+	m.failed(server, cs, err)
+	return nil, m.public(server, err)
 }
 
 // session returns server's connected session, connecting first if needed.
-func (m *Manager) session(ctx context.Context, name string) (*conn, *mcp.ClientSession, error) {
-	m.mu.Lock()
-	c, closed := m.conns[name], m.closed
-	m.mu.Unlock()
-	if closed {
-		return nil, nil, errors.New("the server is stopping")
-	}
+func (m *Manager) session(ctx context.Context, name string) (*mcp.ClientSession, error) {
+	c := m.conns[name]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cs != nil {
-		return c, c.cs, nil
+		return c.cs, nil
+	}
+	if m.ctx.Err() != nil {
+		return nil, errStopping
 	}
 	cs, err := m.connect(ctx, m.servers[name])
 	if err != nil {
-		return nil, nil, err
-	}
-	c.cs, c.tools = cs, nil
-	return c, cs, nil
-}
-
-// drop forgets a session whose transport failed (the next use starts the
-// server again); it reports whether err was such a failure rather than an
-// answer (a JSON-RPC error from a live server).
-func (m *Manager) drop(name string, cs *mcp.ClientSession, err error) bool {
-	var rpc *jsonrpc.Error
-	if errors.As(err, &rpc) {
-		return false
+		return nil, err
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		cs.Close()
+		return nil, errStopping
+	}
+	c.cs, c.tools = cs, nil
+	// A server that exits between calls is noticed at once: the next
+	// call starts it again instead of failing on the dead connection.
+	m.wg.Go(func() {
+		_ = cs.Wait() // how it ended is in the log of the call that saw it
+		m.forget(name, cs)
+	})
+	return cs, nil
+}
+
+// failed forgets cs after err, unless err is the server's answer (a
+// JSON-RPC error from a live server, or a refused oversized answer).
+func (m *Manager) failed(name string, cs *mcp.ClientSession, err error) {
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) {
+		m.forget(name, cs)
+	}
+}
+
+// forget stops cs and drops it, if it is still name's session: the next
+// use starts the server again.
+func (m *Manager) forget(name string, cs *mcp.ClientSession) {
 	c := m.conns[name]
-	m.mu.Unlock()
 	c.mu.Lock()
 	if c.cs == cs {
 		c.cs, c.tools = nil, nil
 	}
 	c.mu.Unlock()
-	cs.Close()
-	return true
+	_ = cs.Close() // its error: how the process ended, nothing to act on
 }
 
-// connect starts or dials one server. A command server's stderr goes to
-// pybox's log, line by line.
-func (m *Manager) connect(ctx context.Context, s Server) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "pybox", Version: m.version}, nil)
-	var transport mcp.Transport
-	if s.URL != "" {
-		transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: headers{s.Headers, http.DefaultTransport}}}
-	} else {
-		cmd := exec.Command(s.Command, s.Args...)
-		cmd.Env = os.Environ()
-		for k, v := range s.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+// check pings name after a call of it timed out; a server that does not
+// answer within pingTimeout has stopped answering: it is forgotten (its
+// process stopped), and the next call starts it again. One check at a
+// time per server.
+func (m *Manager) check(name string, cs *mcp.ClientSession) {
+	c := m.conns[name]
+	if !c.checking.CompareAndSwap(false, true) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		c.checking.Store(false)
+		return
+	}
+	m.wg.Go(func() {
+		defer c.checking.Store(false)
+		ctx, cancel := context.WithTimeout(m.ctx, pingTimeout)
+		defer cancel()
+		if err := cs.Ping(ctx, nil); err != nil && m.ctx.Err() == nil {
+			m.log.Warn("a downstream MCP server stopped answering; stopping it (the next call starts it again)", "server", name, "err", m.redact(name, err.Error()))
+			m.forget(name, cs)
 		}
-		cmd.Stderr = &logLines{log: m.log, server: s.Name}
-		transport = &mcp.CommandTransport{Command: cmd}
-	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cs, err := client.Connect(cctx, transport, nil)
-	if err != nil {
-		return nil, fmt.Errorf("connect to MCP server %s: %w", s.Name, err)
-	}
-	m.log.Info("connected to a downstream MCP server", "server", s.Name)
-	return cs, nil
+	})
 }
 
-// Close stops every server.
+// Close stops every server and waits for the manager's goroutines.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	m.closed = true
-	conns := slices.Collect(maps.Values(m.conns))
 	m.mu.Unlock()
-	for _, c := range conns {
+	m.stop()
+	for _, c := range m.conns {
 		c.mu.Lock()
-		if c.cs != nil {
-			c.cs.Close()
-			c.cs = nil
-		}
+		cs := c.cs
+		c.cs, c.tools = nil, nil
 		c.mu.Unlock()
-	}
-}
-
-// headers adds fixed headers to every request.
-type headers struct {
-	h    map[string]string
-	base http.RoundTripper
-}
-
-func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(h.h) > 0 {
-		r = r.Clone(r.Context())
-		for k, v := range h.h {
-			r.Header.Set(k, v)
+		if cs != nil {
+			_ = cs.Close() // idem
 		}
 	}
-	return h.base.RoundTrip(r)
-}
-
-// logLines writes a server's stderr to the log, a record per line, each
-// cut at 1 KiB (the log bounds repeats).
-type logLines struct {
-	log    *slog.Logger
-	server string
-	mu     sync.Mutex
-	buf    []byte
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			if len(l.buf) > 1024 {
-				l.flush(l.buf)
-				l.buf = l.buf[:0]
-			}
-			return len(p), nil
-		}
-		l.flush(l.buf[:i])
-		l.buf = l.buf[i+1:]
-	}
-}
-
-func (l *logLines) flush(line []byte) {
-	if len(line) > 1024 {
-		line = line[:1024]
-	}
-	l.log.Info("downstream MCP server stderr", "server", l.server, "line", string(line))
+	m.wg.Wait()
 }
