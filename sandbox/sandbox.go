@@ -390,6 +390,9 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 		Stdin: true, Limits: s.cfg.Limits,
 	}
 	plan.Labels = s.labels("run", plan)
+	if s.ownUIDs {
+		env["PYBOX_UMASK"] = "002" // what it writes stays writable by the next container, another uid of the group
+	}
 	return plan
 }
 

@@ -538,7 +538,7 @@ def main(argv):
         os.write(2, b"usage: runner once | runner kernel\n")
         return 2
     harden()
-    os.umask(0o002)  # group-writable files: later sandboxes, each its own uid in one group, can write them
+    os.umask(int(os.environ.pop("PYBOX_UMASK", "022"), 8))  # 002 when sandboxes, a uid each, share files through their group
     sup = Supervisor(argv == ["once"])
     if sup.pid == 0:
         return worker_main(argv[0], sup.child_fds)

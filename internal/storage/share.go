@@ -18,16 +18,27 @@ const SharedDirMode = os.ModeSetgid | 0o775
 // written is uid:gid 0664 (the runner's umask is 002, so what programs
 // write is group-writable too). Entries of uid that an earlier version
 // left writable by their owner only get the group's write bit, so later
-// programs can still write them. Only as root.
+// programs can still write them (once: a root with SharedDirMode was
+// shared already). Only as root.
 func (d *Dir) Share(uid, gid int) error {
 	if err := os.Lchown(d.path, uid, gid); err != nil {
 		return fmt.Errorf("give the code storage to uid %d: %w", uid, err)
 	}
-	if err := os.Chmod(d.path, SharedDirMode); err != nil {
+	d.owner, d.shared = &[2]int{uid, gid}, true
+	fi, err := os.Lstat(d.path)
+	if err != nil {
+		return fmt.Errorf("code storage: %w", err)
+	}
+	if fi.Mode().Perm()|fi.Mode()&os.ModeSetgid == SharedDirMode {
+		return nil // shared already (programs cannot change the root's mode: it is not theirs)
+	}
+	if err := d.shareOld(uid); err != nil {
+		return err
+	}
+	if err := os.Chmod(d.path, SharedDirMode); err != nil { // last: a Share cut short walks again
 		return fmt.Errorf("share the code storage with group %d: %w", gid, err)
 	}
-	d.owner, d.shared = &[2]int{uid, gid}, true
-	return d.shareOld(uid)
+	return nil
 }
 
 // shareOld gives the group write access to the entries of uid under the

@@ -67,6 +67,16 @@ func TestStorageShare(t *testing.T) {
 			t.Errorf("%s: owner %d:%d; want %d:%d", rel, st.Uid, st.Gid, uid, gid)
 		}
 	}
+	// Once shared, a folder is not walked again.
+	again := filepath.Join(root, "old", "again.txt")
+	put(t, again, "z")
+	mustChown(t, again, uid, gid)
+	if err := d.Share(uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(again); err != nil || fi.Mode() != 0o644 {
+		t.Errorf("a file after a second Share: %v %v; want it untouched (0644)", fi.Mode(), err)
+	}
 	if fi, err := os.Stat(outside); err != nil || fi.Mode() != 0o644 {
 		t.Errorf("the file a symlink points at: %v %v; want it untouched (0644)", fi.Mode(), err)
 	}
