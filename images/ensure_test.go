@@ -148,7 +148,7 @@ func checkRunner(t *testing.T, eng *engine.Client) {
 		`printf '%s\n' "$1" > /tmp/p.py && printf '%d\n%s' "${#3}" "$3" > /tmp/req && exec `+VenvPython+` "$4" "$5" "$6" "$2" once < /tmp/req`,
 		"sh", prog, RunnerArgs()[3], req, RunnerArgs()[0], RunnerArgs()[1], RunnerArgs()[2])
 	got, err := unframe(out)
-	want := []string{"ready - ", "out n1 argv ['/tmp/p.py']\n42\n", `done n1 {"code": 0}`}
+	want := []string{"ready - ", "out n1 argv ['/tmp/p.py']\n42\n", `done n1 {"code": 0, "dropped": 0}`}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("runner output %q = %q, %v; want %q", out, got, err, want)
 	}
