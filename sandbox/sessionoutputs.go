@@ -95,7 +95,8 @@ func (so *sessionOutputs) end(name string) (*Outputs, error) {
 	if so == nil || name == "" {
 		return nil, nil
 	}
-	o := &Outputs{Name: name, Dir: filepath.Join(so.runsDir, name)}
+	// "t-": never the name of a stateless run's folder (nor an area's, "s-").
+	o := &Outputs{Name: name, Dir: filepath.Join(so.runsDir, "t-"+name)}
 	if err := os.Rename(filepath.Join(so.dir, name), o.Dir); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil

@@ -18,7 +18,7 @@ var executeCodeTool = &mcp.Tool{
 	Description: "Run Python 3 code in a fresh, isolated container and return stdout, stderr and the exit status. " +
 		"The code is saved in the code-storage directory (the container's working directory, /workspace) as " +
 		"<filename>_<random>.py and run there. No network; non-root; memory, CPU, process and time limits, and a storage quota on the workspace. " +
-		"Figures and files the program saves in its own output folder (path in $PYBOX_OUTPUTS, outputs/<run>/) come back with the result. " +
+		"Figures and files the program saves in its own output folder (path in $PYBOX_OUTPUTS) come back with the result and are saved in the workspace at outputs/<run>/, within its quota. " +
 		"With session_id the program runs in a long-lived session whose variables persist across calls (each session has its own private folder as /workspace). " +
 		"A failing program is a normal result with its exit code; a timeout kills the container and is reported as an error.",
 	Annotations: &mcp.ToolAnnotations{Title: "Run Python code", OpenWorldHint: new(bool)},
