@@ -21,6 +21,10 @@ func TestPolicyEveryEntryPoint(t *testing.T) {
 				code, status, out, errOut, exitPolicy)
 		}
 	}
+	if out, _, status := runBinary(t, denied, "run", "--policy", "strict", "--json", "-"); status != exitPolicy ||
+		!strings.Contains(out, `"policy_violation"`) || !strings.Contains(out, "/proc") {
+		t.Errorf("pybox run --json of a denied program: status %d, %s; want %d and a policy_violation naming the rule", status, out, exitPolicy)
+	}
 	if out, errOut, status := runBinary(t, "print('RAN')\n", "run", "--policy", "strict", "-"); status != 0 || out != "RAN\n" {
 		t.Errorf("pybox run --policy strict of an allowed program: status %d, %q %q", status, out, errOut)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/policies"
@@ -52,11 +53,10 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitFailure
 	}
 	res, err := runOnce(ctx, c, code, input, stderr)
-	if errors.Is(err, policies.ErrViolation) {
-		fmt.Fprintf(stderr, "pybox: %v; nothing ran\n", err)
-		return exitPolicy
-	}
-	if err != nil {
+	if errors.Is(err, policies.ErrViolation) { // a deny rule, checked before anything started
+		res = sandbox.Result{ExitCode: -1, Violation: &sandbox.Violation{Rule: "deny",
+			Detail: strings.TrimPrefix(err.Error(), policies.ErrViolation.Error()+": ")}}
+	} else if err != nil {
 		fmt.Fprintln(stderr, "pybox:", err)
 		return exitFailure
 	}
