@@ -112,6 +112,7 @@ var errInstallerClosed = errors.New("the server is stopping: no install starts")
 // layer is one planned install.
 type layer struct {
 	parent    engine.Image
+	base      engine.Image // the lineage's base image: where downloads run
 	parentRef string
 	specs     []string // what this layer installs
 	all       []string // the lineage's full requirement set after it
@@ -137,6 +138,11 @@ func (in *Installer) plan(ctx context.Context, env Environment, add []string) (l
 		return l, fmt.Errorf("image %s does not exist", l.parentRef)
 	}
 	l.parent, l.installer = img, installerFor(env, img)
+	if l.base, found, err = inspectRef(ctx, in.Engine, env.BaseImage); err != nil {
+		return l, err
+	} else if !found {
+		return l, fmt.Errorf("image %s does not exist", env.BaseImage)
+	}
 	l.key = layerKey(img.ID, l.installer, env.Python(), l.specs, in.Index, wheelhouseDigest(in.Index.Wheelhouse), in.Tenant)
 	return l, nil
 }
@@ -219,8 +225,9 @@ func specName(spec string) string {
 
 // command is the install container's argv: the environment's interpreter
 // running dirsWrapper, which reports the package directories and then runs
-// the installer.
-func (in *Installer) command(env Environment, l layer) []string {
+// the installer. downloaded: packages come only from the download step's
+// files (and the wheelhouse), with no index.
+func (in *Installer) command(env Environment, l layer, downloaded bool) []string {
 	var installer []string
 	if l.installer == "uv" {
 		installer = []string{"uv", "pip", "install", "--no-cache", "--python", "{python}"}
@@ -229,18 +236,24 @@ func (in *Installer) command(env Environment, l layer) []string {
 			"--no-input", "--progress-bar", "off", "--no-user"}
 	}
 	argv := append(slices.Clone(env.Python()), wrapperArgs(installer)...)
-	argv = append(append(argv, in.sourceArgs(l.installer)...), "--")
-	return append(argv, l.specs...)
+	argv = append(append(argv, in.indexArgs(in.Index.Wheelhouse != "", downloaded)...), in.binaryArgs(l.installer)...)
+	return append(append(argv, "--"), l.specs...)
 }
 
-// sourceArgs are the installer's options for where packages come from and
-// in what form.
-func (in *Installer) sourceArgs(installer string) []string {
+// indexArgs are the installer's options for where packages come from:
+// with downloaded, the download step's files and the wheelhouse only.
+func (in *Installer) indexArgs(wheelhouse, downloaded bool) []string {
 	var args []string
 	switch {
-	case in.Index.Wheelhouse != "" && in.Index.URL == "" && in.Index.ExtraURL == "":
+	case downloaded:
+		args = append(args, "--no-index", "--find-links", downloadsMount)
+		if wheelhouse {
+			args = append(args, "--find-links", wheelhouseMount)
+		}
+		return args
+	case wheelhouse && in.Index.URL == "" && in.Index.ExtraURL == "":
 		args = append(args, "--no-index", "--find-links", wheelhouseMount)
-	case in.Index.Wheelhouse != "":
+	case wheelhouse:
 		args = append(args, "--find-links", wheelhouseMount)
 	}
 	if in.Index.URL != "" {
@@ -249,13 +262,19 @@ func (in *Installer) sourceArgs(installer string) []string {
 	if in.Index.ExtraURL != "" {
 		args = append(args, "--extra-index-url", in.Index.ExtraURL)
 	}
+	return args
+}
+
+// binaryArgs say in what form packages may come: wheels only unless
+// sdists are allowed.
+func (in *Installer) binaryArgs(installer string) []string {
 	switch {
 	case !in.Index.AllowSdist:
-		args = append(args, "--only-binary", ":all:")
+		return []string{"--only-binary", ":all:"}
 	case installer == "pip":
-		args = append(args, "--prefer-binary")
+		return []string{"--prefer-binary"}
 	}
-	return args
+	return nil
 }
 
 // labelsJSON renders the requirement list for a label.

@@ -87,14 +87,24 @@ type built struct {
 // build runs the install container and commits it when the installer
 // succeeded and changed nothing outside the package directories.
 func (in *Installer) build(ctx context.Context, env Environment, l layer) (built, error) {
-	if in.Index.Wheelhouse != "" {
-		if err := wheelhouseOK(in.Index.Wheelhouse); err != nil {
+	st, err := in.stage()
+	if err != nil {
+		return built{}, err
+	}
+	defer st.remove()
+	var fetched string
+	if in.online() {
+		if st.downloads, err = st.subdir("downloads"); err != nil {
 			return built{}, err
+		}
+		if fetched, err = in.download(ctx, env, l, st.wheelhouse, st.downloads); err != nil {
+			return built{output: fetched}, err
 		}
 	}
 	out := &tailBuffer{max: 16 << 10}
+	out.Write([]byte(fetched)) // the download's output first
 	head := &headWriter{max: 16 << 10, rest: out}
-	spec := in.installSpec(env, l, head, out)
+	spec := in.installSpec(env, l, st, head, out)
 	spec.OnExit = func(ctx context.Context, id string, exit engine.Exit) error {
 		if exit.Code != 0 || exit.TimedOut || exit.OOMKilled {
 			return nil

@@ -41,7 +41,7 @@ type IndexView struct {
 	IndexURL      string `json:"index_url,omitempty"`
 	ExtraIndexURL string `json:"extra_index_url,omitempty"`
 	Wheelhouse    string `json:"wheelhouse,omitempty"`
-	Network       string `json:"install_network"`
+	Network       string `json:"install_network" jsonschema:"network of the download step that fetches from an index; installs themselves run with none"`
 	AllowSdist    bool   `json:"allow_sdist" jsonschema:"whether installs may build source distributions; false: wheels only"`
 }
 
