@@ -38,7 +38,7 @@ func newMetrics(pools func() map[string]int) *metrics {
 		installs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_installs_total",
 			Help: "install_dependencies calls by result: new (a layer built), cached (an existing layer), failed."}, []string{"tenant", "result"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_refused_calls_total",
-			Help: "Tool calls refused by a tenant quota, by reason."}, []string{"tenant", "reason"}),
+			Help: "Tool calls refused by a tenant quota, by reason (calls_per_minute; mcp_sessions: a new MCP session past --max-mcp-sessions)."}, []string{"tenant", "reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_http_requests_total",
 			Help: "HTTP requests by status code."}, []string{"code"}),
 	}
