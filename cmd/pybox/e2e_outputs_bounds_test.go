@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -111,6 +112,7 @@ func testSessionOutputsAreTheTurnsOwn(t *testing.T) {
 	if res, out := callOK(t, a, "execute_python", map[string]any{"code": strings.Replace(plantEverywhere, "SECONDS", "30", 1)}); res.IsError || !strings.Contains(out, "planting") {
 		t.Fatalf("connection A: %s", out)
 	}
+	var last string // B's last saved file, in code storage
 	for i := range 5 {
 		res, out := callOK(t, b, "execute_python", map[string]any{"code": ownOutput})
 		if res.IsError || !strings.Contains(out, "done") {
@@ -124,7 +126,11 @@ func testSessionOutputsAreTheTurnsOwn(t *testing.T) {
 		if err := onlyOwn(res, got); err != nil {
 			t.Fatalf("connection B, call %d: %v\n%s", i, err, out)
 		}
+		last = got.Artifacts[0].Path
 	}
+	// A's planter was at work all along: the folder B's files were saved
+	// in, in the shared code storage, gets A's files too (after B's result).
+	waitForFile(t, filepath.Join(h.storage, "tenants", "a", path.Dir(last), "planted.txt"))
 }
 
 // onlyOwn fails unless the result lists mine.txt alone and no image.
