@@ -13,7 +13,10 @@
 // ContainerConfig; bind sources are checked (engine.Create) and each
 // stateless run and session call gets a private output folder (Outputs;
 // a session's come from its output area, sessionoutputs.go). What the
-// caller copies back into a workspace is counted with a Charge.
+// caller copies back into a workspace is counted with a Charge. As root,
+// each container runs as a uid of its own in the sandbox user's group
+// (uid.go; Config.SharedUID), so the kernel's per-uid budgets (inotify
+// instances, pipe buffers) are per sandbox.
 //
 // Lifecycle: New validates a Config, fills its defaults and takes the
 // owner's lease. Run takes a slot (bounded concurrency with a queue wait,
