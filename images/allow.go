@@ -40,9 +40,10 @@ func NormalizeRef(ref string) (string, error) {
 }
 
 // inspectRef returns the image ref names, never one the daemon found as an
-// ID prefix: a reference is inspected in its full form and the image must
-// carry it among its tags or digests. A whole image ID (sha256:<64 hex>)
-// is inspected as such.
+// ID prefix: ref must not look like an ID (NormalizeRef), and the image
+// found must carry ref among its tags or digests (Podman names local
+// images localhost/NAME). A whole image ID (sha256:<64 hex>) is inspected
+// as such.
 func inspectRef(ctx context.Context, eng *engine.Client, ref string) (engine.Image, bool, error) {
 	if fullID.MatchString(ref) {
 		img, found, err := eng.InspectImage(ctx, ref)
@@ -52,13 +53,15 @@ func inspectRef(ctx context.Context, eng *engine.Client, ref string) (engine.Ima
 	if err != nil {
 		return engine.Image{}, false, fmt.Errorf("%w: image %w", errBadEnv, err)
 	}
-	img, found, err := eng.InspectImage(ctx, full)
+	img, found, err := eng.InspectImage(ctx, ref)
 	if err != nil || !found {
 		return engine.Image{}, false, err
 	}
 	for _, name := range append(slices.Clone(img.Tags), img.Digests...) {
-		if n, err := NormalizeRef(name); err == nil && n == full {
-			return img, true, nil
+		for _, n := range []string{name, strings.TrimPrefix(name, "localhost/")} {
+			if norm, err := NormalizeRef(n); err == nil && norm == full {
+				return img, true, nil
+			}
 		}
 	}
 	return engine.Image{}, false, nil
