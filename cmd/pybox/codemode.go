@@ -62,7 +62,7 @@ func newCodeMode(c *config, log *slog.Logger) (*codeMode, error) {
 	// A downstream's message is read up to four times the result limit
 	// (a result's text and structured forms, escaped) plus 1 MiB; a
 	// longer answer is refused while it is read.
-	mgr := downstream.NewManager(servers, downstream.Options{Log: log, Version: version, MaxMessage: 4*int(maxResult) + 1<<20})
+	mgr := downstream.NewManager(servers, downstream.Options{Log: log, Version: version, MaxMessage: 4*int(maxResult) + 1<<20, Env: c.parentDirs()})
 	return &codeMode{mgr: mgr, allow: allow, maxCalls: c.MCPMaxCalls,
 		timeout: c.MCPCallTimeout, maxResult: int(maxResult), log: log}, nil
 }

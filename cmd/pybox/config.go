@@ -377,6 +377,9 @@ func (c *config) validate() error {
 	if err := apart(c.StateDir, c.StorageDir); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.notNested(os.Getenv(parentDirsVar)); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

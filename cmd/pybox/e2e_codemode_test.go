@@ -235,12 +235,14 @@ print("env:", tools.echo.env()["env"])
 	out, res := s.exec(map[string]any{"code": prog})
 	stubs := text(s.call("list_mcp_tools", map[string]any{}))
 	seen := out.Stdout + out.Stderr + stubs
-	for _, secret := range []string{"SECRET", "PATHKEY", "HDRKEY", "api_key", "127.0.0.1", "leaked-key", "CODE_STORAGE_DIR", "PYBOX_"} {
+	for _, secret := range []string{"SECRET", "PATHKEY", "HDRKEY", "api_key", "127.0.0.1", "leaked-key", "CODE_STORAGE_DIR", "PYBOX_MCP_SERVERS", "PYBOX_STATE_DIR", "PYBOX_BUILD"} {
 		if strings.Contains(seen, secret) {
 			t.Errorf("code or the model sees %q:\n%s\n%s", secret, text(res), stubs)
 		}
 	}
-	for _, want := range []string{"web: MCP server web: it could not be reached", "OWN_SETTING=mine", "PATH="} {
+	// Its one PYBOX_ variable says where this pybox keeps its folders, so
+	// that a pybox started this way refuses to share them.
+	for _, want := range []string{"web: MCP server web: it could not be reached", "OWN_SETTING=mine", "PATH=", "PYBOX_PARENT_DIRS="} {
 		if !strings.Contains(out.Stdout, want) {
 			t.Errorf("the program's output lacks %q: %s", want, text(res))
 		}

@@ -23,7 +23,7 @@ func warnUnknownEnv(w io.Writer, environ []string) {
 	known := (&config{serving: true}).settingVars()
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "PYBOX_") || slices.Contains(known, name) || toolingVar(name) {
+		if !strings.HasPrefix(name, "PYBOX_") || slices.Contains(known, name) || toolingVar(name) || internalVar(name) {
 			continue
 		}
 		fmt.Fprintf(w, "pybox: warning: %s is not a pybox setting and is ignored; did you mean %s? (pybox --help lists them)\n",

@@ -226,7 +226,7 @@ func TestManagerMinimalEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newTestManager([]Server{{Name: "echo", Command: bin, Env: map[string]string{"OWN_SETTING": "mine"}}}, nil)
+	m := NewManager([]Server{{Name: "echo", Command: bin, Env: map[string]string{"OWN_SETTING": "mine"}}}, Options{Env: map[string]string{"PYBOX_PARENT_DIRS": "/p"}})
 	t.Cleanup(m.Close)
 	res, err := m.Call(t.Context(), "echo.env", nil, 10*time.Second)
 	if err != nil {
@@ -234,12 +234,12 @@ func TestManagerMinimalEnvironment(t *testing.T) {
 	}
 	b, _ := json.Marshal(res.StructuredContent)
 	env := string(b)
-	for _, leak := range []string{"SOME_API_KEY", "CODE_STORAGE_DIR", "PYBOX_"} {
+	for _, leak := range []string{"SOME_API_KEY", "CODE_STORAGE_DIR", "PYBOX_MCP"} {
 		if strings.Contains(env, leak) {
 			t.Errorf("the server's environment has %s: %s", leak, env)
 		}
 	}
-	for _, want := range []string{"OWN_SETTING=mine", "PATH="} {
+	for _, want := range []string{"OWN_SETTING=mine", "PATH=", "PYBOX_PARENT_DIRS=/p"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("the server's environment lacks %s: %s", want, env)
 		}

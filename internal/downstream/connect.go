@@ -24,7 +24,7 @@ func (m *Manager) connect(ctx context.Context, s Server) (*mcp.ClientSession, er
 		transport = &mcp.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true,
 			HTTPClient: &http.Client{Transport: httpBound{headers: s.Headers, max: m.maxMessage, base: http.DefaultTransport}}}
 	} else {
-		transport = &commandTransport{s: s, log: m.log, max: m.maxMessage}
+		transport = &commandTransport{s: s, log: m.log, max: m.maxMessage, env: m.env}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -43,11 +43,12 @@ type commandTransport struct {
 	s   Server
 	log *slog.Logger
 	max int
+	env map[string]string // Options.Env
 }
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	cmd := exec.Command(t.s.Command, t.s.Args...)
-	cmd.Env = serverEnv(t.s.Env)
+	cmd.Env = serverEnv(t.env, t.s.Env)
 	cmd.Stderr = &logLines{log: t.log, server: t.s.Name}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

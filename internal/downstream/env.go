@@ -10,7 +10,9 @@ import (
 // plus its own configured env, never the rest of pybox's environment
 // (keys, PYBOX_* settings, the code storage folder: a second pybox listed
 // as a downstream must not share this one's storage or servers).
-func serverEnv(own map[string]string) []string {
+// Then come extra (Options.Env: what pybox tells every server it starts),
+// then the server's own env.
+func serverEnv(extra, own map[string]string) []string {
 	var env []string
 	for _, k := range inheritedEnv {
 		// A value starting with "()" is a shell function: skipped, as the
@@ -19,8 +21,10 @@ func serverEnv(own map[string]string) []string {
 			env = append(env, k+"="+v)
 		}
 	}
-	for k, v := range own {
-		env = append(env, k+"="+v)
+	for _, vars := range []map[string]string{extra, own} {
+		for k, v := range vars {
+			env = append(env, k+"="+v)
+		}
 	}
 	return env
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// DefaultMaxMessage): a longer answer to a call is refused, for that
 	// call only, while it is read.
 	MaxMessage int
+	// Env is set for every command server, besides the few variables it
+	// inherits and its own env (see serverEnv).
+	Env map[string]string
 }
 
 // DefaultMaxMessage is Options.MaxMessage's default.
@@ -57,6 +60,7 @@ type Manager struct {
 	log        *slog.Logger
 	version    string
 	maxMessage int
+	env        map[string]string
 
 	ctx  context.Context // ended by Close
 	stop context.CancelFunc
@@ -76,7 +80,7 @@ type conn struct {
 
 // NewManager returns a Manager for servers; nothing starts until used.
 func NewManager(servers []Server, opts Options) *Manager {
-	m := &Manager{servers: map[string]Server{}, conns: map[string]*conn{}, log: opts.Log, version: opts.Version, maxMessage: opts.MaxMessage}
+	m := &Manager{servers: map[string]Server{}, conns: map[string]*conn{}, log: opts.Log, version: opts.Version, maxMessage: opts.MaxMessage, env: opts.Env}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
