@@ -133,6 +133,10 @@ func New(cfg Config) (*Sandbox, error) {
 		leases:  held,
 		ownUIDs: !cfg.SharedUID && os.Geteuid() == 0 && cfg.User == images.SandboxUser,
 	}
+	if !s.ownUIDs {
+		s.log.Info("every container runs as the same uid: it shares the kernel's per-uid budgets (inotify instances, pipe buffers) with the others and with host processes of that uid",
+			"user", cfg.User)
+	}
 	if cfg.RunsDir != "" {
 		s.runsDir = filepath.Join(cfg.RunsDir, s.owner.ID)
 		if err := os.MkdirAll(s.runsDir, 0o700); err != nil {
