@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ type entry struct {
 	dir, name string // the directory (relative to the root) and the entry's name
 	typ       fs.FileMode
 	raw       syscall.RawConn // the open directory
+	failed    error           // set by stat when permission was denied
 }
 
 // stat describes the entry without following it, against the open
@@ -32,6 +34,9 @@ func (e *entry) stat() (st unix.Stat_t, err error) {
 	cerr := e.raw.Control(func(fd uintptr) {
 		err = unix.Fstatat(int(fd), e.name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	})
+	if err != nil && denied(err) {
+		e.failed = fmt.Errorf("stat %s: %w", e.name, err)
+	}
 	return st, errors.Join(cerr, err)
 }
 
@@ -39,48 +44,76 @@ func (e *entry) stat() (st unix.Stat_t, err error) {
 // batches so that memory stays bounded however many entries one holds.
 // Symlinks are reported, never followed; a directory that vanished or was
 // replaced by something else since it was seen is skipped. Every open goes
-// through root, so nothing outside it is ever read.
-func walk(root *os.Root, visit visitFunc) {
+// through root, so nothing outside it is ever read. A directory the server
+// may not read or search is made so when the server owns it (a program
+// running as the server's own user made it 0300); otherwise the walk goes
+// on without it and returns an error wrapping ErrUnreadable that names it.
+func walk(root *os.Root, visit visitFunc) error {
+	var unreadable error
 	pending := []string{"."}
 	for len(pending) > 0 {
 		dir := pending[len(pending)-1]
 		pending = pending[:len(pending)-1]
-		more, ok := walkDir(root, dir, visit)
+		more, ok, err := walkDir(root, dir, visit)
+		if err != nil && unreadable == nil {
+			unreadable = fmt.Errorf("%w: %s", ErrUnreadable, filepath.ToSlash(dir))
+		}
 		if !ok {
-			return
+			break
 		}
 		pending = append(pending, more...)
 	}
+	return unreadable
 }
 
+// ErrUnreadable: the server could not read a folder of the tree, so what
+// the tree holds is not known. Callers that bound a tree's size must treat
+// it as over its bound.
+var ErrUnreadable = errors.New("a folder the server cannot read")
+
 // walkDir visits the entries of dir and returns its subdirectories; ok is
-// false when visit ended the walk.
-func walkDir(root *os.Root, dir string, visit visitFunc) (subdirs []string, ok bool) {
-	f, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+// false when visit ended the walk; err is set when dir could not be read
+// (or searched) for want of permission.
+func walkDir(root *os.Root, dir string, visit visitFunc) (subdirs []string, ok bool, err error) {
+	f, err := openDir(root, dir)
 	if err != nil {
-		return nil, true // gone, or swapped for a symlink: nothing of it is counted
+		if denied(err) {
+			return nil, true, err
+		}
+		return nil, true, nil // gone, or swapped for a symlink: nothing of it is counted
 	}
 	defer f.Close()
 	raw, err := f.SyscallConn()
 	if err != nil {
-		return nil, true
+		return nil, true, nil
 	}
 	e := &entry{dir: dir, raw: raw}
 	for {
-		batch, err := f.ReadDir(walkBatch)
+		batch, rerr := f.ReadDir(walkBatch)
 		for _, de := range batch {
 			e.name, e.typ = de.Name(), de.Type()
 			if !visit(e) {
-				return nil, false
+				return nil, false, err
+			}
+			if e.failed != nil && err == nil {
+				err = e.failed
 			}
 			if de.IsDir() {
 				subdirs = append(subdirs, filepath.Join(dir, e.name))
 			}
 		}
-		if err != nil { // io.EOF, or a directory that cannot be read further
-			return subdirs, true
+		if rerr != nil { // io.EOF, or a directory that cannot be read further
+			if denied(rerr) && err == nil {
+				err = rerr
+			}
+			return subdirs, true, err
 		}
 	}
+}
+
+// denied reports a failure for want of permission.
+func denied(err error) bool {
+	return errors.Is(err, fs.ErrPermission)
 }
 
 // Usage is what a tree holds.
@@ -98,7 +131,9 @@ func (u Usage) Over(limit Usage) bool {
 // Measure adds up the tree under path (not following symlinks), stopping
 // as soon as the total exceeds stop (then the result is a lower bound and
 // Over(stop) is true). It reads directories in batches, so its memory
-// stays bounded. A missing path measures zero.
+// stays bounded. A missing path measures zero. A folder the server cannot
+// read (see walk) makes the result a lower bound, with an error wrapping
+// ErrUnreadable.
 func Measure(path string, stop Usage) (Usage, error) {
 	root, err := os.OpenRoot(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -109,7 +144,7 @@ func Measure(path string, stop Usage) (Usage, error) {
 	}
 	defer root.Close()
 	var u Usage
-	walk(root, func(e *entry) bool {
+	err = walk(root, func(e *entry) bool {
 		u.Files++
 		if e.typ.IsRegular() {
 			if st, err := e.stat(); err == nil {
@@ -118,7 +153,7 @@ func Measure(path string, stop Usage) (Usage, error) {
 		}
 		return !u.Over(stop)
 	})
-	return u, nil
+	return u, err
 }
 
 // File is a regular file Files found.
@@ -134,7 +169,7 @@ type File struct {
 // nor memory depends on how many entries a program left.
 func (d *Dir) Files(limit, maxEntries int) (files []File, more bool) {
 	seen := 0
-	walk(d.root, func(e *entry) bool {
+	_ = walk(d.root, func(e *entry) bool { // what cannot be read is not listed
 		if seen++; seen > maxEntries || len(files) > limit {
 			more = true
 			return false
