@@ -16,9 +16,10 @@ type Limits struct {
 	TmpBytes    int64         // size of the /tmp tmpfs; default 64 MiB
 	FileBytes   int64         // largest file a program may write (fsize); default 256 MiB
 	OpenFiles   int64         // nofile ulimit; default 1024
-	// The storage quota of a workspace (the code storage, or a session's
-	// folder, with a run's output folder), enforced while programs run: a
-	// program that takes the workspace past it is stopped (Result.QuotaExceeded).
+	// The storage quota of the Sandbox's owner: its code storage, session
+	// folders and the output folders of its runs under way together (see
+	// Account), enforced while programs run: when the total passes it, the
+	// owner's programs are stopped (Result.QuotaExceeded).
 	WorkspaceBytes int64 // default 1 GiB
 	WorkspaceFiles int64 // files and folders; default 100,000
 	DiskReserve    int64 // bytes the host disk under a workspace keeps free; default 512 MiB, negative = none

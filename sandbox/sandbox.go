@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,12 @@ type Config struct {
 	// instance's containers carry no lease label (no reaper ever removes
 	// them) and ReapOrphans removes nothing.
 	LeaseDir string
-	Log      *slog.Logger // nil discards
+	// StorageDirs are the owner's folders that count, with the output
+	// folders of its runs under way, against its storage quota (see
+	// Account): its code storage and its sessions folder. A workspace
+	// outside them counts while programs run on it.
+	StorageDirs []string
+	Log         *slog.Logger // nil discards
 }
 
 // Sandbox runs programs. Create it with New.
@@ -83,6 +89,7 @@ type Sandbox struct {
 	sess      *sessions
 	pool      *pool
 	runsDir   string     // RunsDir/<owner>: this instance's run output folders
+	acct      *Account   // the owner's storage, all its folders together
 	ownUIDs   bool       // each container runs as a uid of its own (Config.SharedUID)
 	chargeMu  sync.Mutex // held by the open Charge (one copy-back at a time)
 	closing   atomic.Bool
@@ -143,6 +150,7 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("sandbox: run output folders: %w", err)
 		}
 	}
+	s.acct = newAccount(cfg.Limits, s.log, append(slices.Clone(cfg.StorageDirs), s.runsDir)...)
 	s.pool = newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling),
 		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool") }, s.log)
 	s.shutdown, s.stopAll = context.WithCancel(context.Background())
@@ -163,6 +171,9 @@ func (s *Sandbox) MaxSessions() int { return s.cfg.MaxSessions }
 // PoolReady is how many ready containers the warm pool holds, all
 // environments together.
 func (s *Sandbox) PoolReady() int { return s.pool.ready() }
+
+// Account is the owner's storage account: its folders against its quota.
+func (s *Sandbox) Account() *Account { return s.acct }
 
 // Image returns the default runtime image.
 func (s *Sandbox) Image() string { return s.cfg.Image }
@@ -257,10 +268,11 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	if err := prepare(p.Prepare); err != nil {
 		return Result{}, err
 	}
-	q, err := s.quotaFor(p.Workspace)
+	uncover, err := s.acct.admit(p.Workspace)
 	if err != nil {
 		return Result{}, err
 	}
+	defer uncover()
 	w := s.pool.take(ctx, p)
 	warm := w != nil
 	defer s.pool.done(p)
@@ -269,10 +281,15 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if w.outputs != nil {
-		q.dirs = append(q.dirs, w.outputs.Dir)
+	stopWatch := func() {}
+	if p.Workspace != "" { // its outputs folder is under runsDir, counted too
+		stopWatch = s.acct.watch(w.halt)
 	}
-	stopWatch := q.watch(w.halt)
+	if w.outputs != nil {
+		unskip := s.acct.skipMount(w.outputs.mountpoint)
+		stop := stopWatch
+		stopWatch = func() { stop(); unskip() }
+	}
 	res, err := s.runOnce(ctx, w, p)
 	res.Warm = warm
 	stopWatch()

@@ -25,6 +25,10 @@ type SessionProgram struct {
 	Variables map[string]any // as Program.Variables: set in the session's globals first
 	Tools     ToolCalls      // as Program.Tools
 
+	// Private: Workspace is the session's own folder, removed when the
+	// session is closed or expires (used only when the session starts).
+	Private bool
+
 	// FollowImage restarts a live session whose image is not Image (say,
 	// packages were installed since it started) before running; the
 	// result's SessionNote says its variables were reset. Without it a

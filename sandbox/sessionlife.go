@@ -51,6 +51,7 @@ func (r *sessions) expire(cutoff time.Time, reason string) {
 	for _, ls := range r.all() {
 		if ls.idleSince(cutoff) && ls.turn.TryAcquire(1) {
 			r.retire(ls, reason)
+			ls.removeFolder(r.log)
 			ls.turn.Release(1)
 		}
 	}
@@ -83,6 +84,7 @@ func (s *Sandbox) Close() {
 		s.sess.close("the server stopped")
 		s.drain() // the runs and probes in flight end (sessions' were just killed)
 		s.pool.close()
+		s.acct.close()
 		if n := s.eng.RemoveStrays(context.Background()); n > 0 {
 			s.log.Warn("containers could not be removed (is the Docker daemon down?); the next pybox on this state directory removes them", "count", n)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"regexp"
 	"sort"
 	"sync"
@@ -67,6 +68,7 @@ type liveSession struct {
 	turn      *semaphore.Weighted
 	fresh     atomic.Bool // no call has run in it yet
 	stopWatch func()      // ends the watch on its workspace's quota
+	folder    string      // its private workspace, removed when it is closed or expires; "" = none
 }
 
 const maxEndedNotes = 1024
@@ -286,5 +288,17 @@ func (s *Sandbox) CloseSession(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %q", ErrNoSession, id)
 	}
 	s.sess.retire(ls, "it was closed")
+	ls.removeFolder(s.log)
 	return nil
+}
+
+// removeFolder deletes the session's private workspace, once its container
+// is gone (RemoveAll does not follow the symlinks its programs left).
+func (ls *liveSession) removeFolder(log *slog.Logger) {
+	if ls.folder == "" {
+		return
+	}
+	if err := os.RemoveAll(ls.folder); err != nil {
+		log.Warn("session folder not removed; it still counts against the storage quota", "session_id", ls.id, "err", err)
+	}
 }

@@ -40,24 +40,27 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 		return nil, err
 	}
 	defer s.sess.wg.Done()
-	q, err := s.quotaFor(p.Workspace)
+	uncover, err := s.acct.admit(p.Workspace)
 	if err != nil {
 		s.sess.register(nil)
 		return nil, err
 	}
 	ss, err := s.startSession(s.sess.ctx, id, p)
 	if err != nil {
+		uncover()
 		s.sess.register(nil)
 		return nil, err
 	}
-	if ss.outputs != nil { // counted with the workspace
-		q.dirs = append(q.dirs, ss.outputs.dir)
-	}
+	// Its outputs area is under runsDir: the account counts it.
 	ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1)}
+	if p.Private {
+		ls.folder = p.Workspace
+	}
 	ls.fresh.Store(true)
 	// The watch lasts as long as the session: a thread its programs leave
 	// behind writes between calls too.
-	ls.stopWatch = q.watch(func(why error) { s.overQuota(ls, why) })
+	stopWatch := s.acct.watch(func(why error) { s.overQuota(ls, why) })
+	ls.stopWatch = func() { stopWatch(); uncover() }
 	if !s.sess.register(ls) {
 		ls.stopWatch()
 		ss.destroy(s.sess.ctx, s.log)

@@ -167,7 +167,7 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 	}
 	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
 		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout,
-		OnOutput: prog.hook(), FollowImage: r.follow, Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
+		OnOutput: prog.hook(), FollowImage: r.follow, Private: !r.shared, Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
 	// The call's own folder, copied into the session's workspace.
 	return res, h.runOutputs(ctx, res.Outputs, ws, func() { ws.Close() }), err
 }

@@ -101,7 +101,8 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits,
 		SharedUID:     backend != nil, // pods keep the one user: a cluster's storage story is its own
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
-		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"), Log: log})
+		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"),
+		StorageDirs: c.storageDirs(), Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -182,6 +183,13 @@ func (a *app) closeTenant() {
 		a.inst.Close()
 	}
 	a.sandbox.Close()
+}
+
+// storageDirs are the folders that count against the storage quota with
+// the run output folders: code storage and the sessions folder (over
+// HTTP, a tenant's own).
+func (c *config) storageDirs() []string {
+	return []string{c.StorageDir, filepath.Join(c.StateDir, "sessions")}
 }
 
 // openSessions opens the folder of session workspaces, in the state dir:

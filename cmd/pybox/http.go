@@ -242,7 +242,7 @@ func newTenantApp(base *app, name string) (*app, error) {
 		SharedUID:     base.backend != nil,
 		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
 		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
-		Log: base.log.With("tenant", name)})
+		StorageDirs: cfg.storageDirs(), Log: base.log.With("tenant", name)})
 	if err != nil {
 		return nil, err
 	}

@@ -39,3 +39,12 @@ func (d *Dir) Remove(rel string) error {
 	}
 	return nil
 }
+
+// RemoveAll deletes rel and everything under it, without leaving the root
+// or following symlinks; a missing rel is not an error.
+func (d *Dir) RemoveAll(rel string) error {
+	if err := d.root.RemoveAll(rel); err != nil {
+		return d.wrap("remove", rel, err)
+	}
+	return nil
+}

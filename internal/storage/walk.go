@@ -26,6 +26,7 @@ type entry struct {
 	typ       fs.FileMode
 	raw       syscall.RawConn // the open directory
 	failed    error           // set by stat when permission was denied
+	prune     bool            // set by the visitor: do not descend into this folder
 }
 
 // stat describes the entry without following it, against the open
@@ -91,14 +92,14 @@ func walkDir(root *os.Root, dir string, visit visitFunc) (subdirs []string, ok b
 	for {
 		batch, rerr := f.ReadDir(walkBatch)
 		for _, de := range batch {
-			e.name, e.typ = de.Name(), de.Type()
+			e.name, e.typ, e.prune = de.Name(), de.Type(), false
 			if !visit(e) {
 				return nil, false, err
 			}
 			if e.failed != nil && err == nil {
 				err = e.failed
 			}
-			if de.IsDir() {
+			if de.IsDir() && !e.prune {
 				subdirs = append(subdirs, filepath.Join(dir, e.name))
 			}
 		}
@@ -122,6 +123,9 @@ type Usage struct {
 	Files int64 // entries of every kind (files, folders, links, others), the top folder excluded
 }
 
+// Add is u and v together.
+func (u Usage) Add(v Usage) Usage { return Usage{Bytes: u.Bytes + v.Bytes, Files: u.Files + v.Files} }
+
 // Over reports whether u exceeds limit in bytes or entries (a zero field of
 // limit is no limit).
 func (u Usage) Over(limit Usage) bool {
@@ -135,6 +139,13 @@ func (u Usage) Over(limit Usage) bool {
 // read (see walk) makes the result a lower bound, with an error wrapping
 // ErrUnreadable.
 func Measure(path string, stop Usage) (Usage, error) {
+	return MeasureExcept(path, stop, nil)
+}
+
+// MeasureExcept is Measure, counting the folders skip names (relative to
+// path, slash-separated) as entries but not what they hold: another
+// folder mounted there that is counted on its own.
+func MeasureExcept(path string, stop Usage, skip map[string]bool) (Usage, error) {
 	root, err := os.OpenRoot(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Usage{}, nil
@@ -146,6 +157,9 @@ func Measure(path string, stop Usage) (Usage, error) {
 	var u Usage
 	err = walk(root, func(e *entry) bool {
 		u.Files++
+		if e.typ.IsDir() && len(skip) > 0 {
+			e.prune = skip[filepath.ToSlash(filepath.Join(e.dir, e.name))]
+		}
 		if e.typ.IsRegular() {
 			if st, err := e.stat(); err == nil {
 				u.Bytes += max(st.Size, st.Blocks*512)

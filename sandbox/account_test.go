@@ -1,0 +1,97 @@
+package sandbox
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/storage"
+)
+
+func testAccount(t *testing.T, dirs ...string) *Account {
+	t.Helper()
+	a := newAccount(Limits{WorkspaceBytes: 10 << 20, WorkspaceFiles: 100, DiskReserve: -1}.WithDefaults(), slog.New(slog.DiscardHandler), dirs...)
+	t.Cleanup(a.close)
+	return a
+}
+
+func fill(t *testing.T, path string, size int) {
+	t.Helper()
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Reservations count with what the folders hold: a copy that would pass
+// the quota is refused before anything is written, and a released one is
+// charged until measured.
+func TestAccountReserve(t *testing.T) {
+	dir := t.TempDir()
+	fill(t, filepath.Join(dir, "a"), 4<<20)
+	a := testAccount(t, dir)
+	release, err := a.Reserve(storage.Usage{Bytes: 5 << 20, Files: 1})
+	if err != nil {
+		t.Fatalf("reserve 5 MiB beside 4 MiB of a 10 MiB quota: %v", err)
+	}
+	if _, err := a.Reserve(storage.Usage{Bytes: 2 << 20, Files: 1}); !errors.Is(err, ErrQuota) {
+		t.Fatalf("a second reservation past the quota: %v; want ErrQuota", err)
+	}
+	release()
+	release() // idempotent
+	if got := a.Usage().Bytes; got < 9<<20 {
+		t.Fatalf("after release the account holds %d bytes; want the copy charged (9 MiB)", got)
+	}
+	if err := a.room(dir, 2<<20); !errors.Is(err, ErrQuota) {
+		t.Fatalf("room for 2 MiB more: %v; want ErrQuota", err)
+	}
+}
+
+// Programs running at once on folders of the same owner are bounded
+// together: when their total passes the quota every one is stopped.
+func TestAccountStopsEveryWatcherTogether(t *testing.T) {
+	code, runs := t.TempDir(), t.TempDir()
+	a := testAccount(t, code, runs)
+	if _, err := a.admit(code); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 2)
+	for range 2 {
+		stop := a.watch(func(err error) { stopped <- err })
+		t.Cleanup(stop)
+	}
+	fill(t, filepath.Join(code, "one"), 6<<20) // each within the quota alone
+	fill(t, filepath.Join(runs, "two"), 6<<20)
+	for range 2 {
+		select {
+		case err := <-stopped:
+			if !errors.Is(err, ErrQuota) {
+				t.Fatalf("stopped with %v; want ErrQuota", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("12 MiB in two folders of a 10 MiB owner: the watchers were not stopped")
+		}
+	}
+}
+
+// A run's output folder, counted in the runs folder, is not counted a
+// second time where it is mounted in the workspace.
+func TestAccountSkipsOutputMountpoints(t *testing.T) {
+	code := t.TempDir()
+	mnt := filepath.Join(code, "outputs", "run1")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, filepath.Join(mnt, "seen-twice"), 6<<20)
+	a := testAccount(t, code)
+	done := a.skipMount(mnt)
+	defer done()
+	if err := a.measure(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Usage(); got.Bytes != 0 || got.Files != 2 {
+		t.Fatalf("measured %+v; want the two folders only", got)
+	}
+}

@@ -1,0 +1,219 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/storage"
+)
+
+// watcher is one program (or session) stopped when its owner goes over.
+type watcher struct {
+	over func(error)
+	once sync.Once
+}
+
+// watch has the meter measure the account while a program runs, and call
+// over once, from the meter's goroutine, when the owner's storage grows
+// past its limit or the disk falls to its reserve; the program must then be
+// stopped. stop does not wait (over may still be called, and must then be
+// harmless); what the program wrote is measured afterwards.
+func (a *Account) watch(over func(error)) (stop func()) {
+	w := &watcher{over: over}
+	a.mu.Lock()
+	a.watchers[w] = struct{}{}
+	a.mu.Unlock()
+	a.poke()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			delete(a.watchers, w)
+			a.changed++
+			a.mu.Unlock()
+			a.poke()
+		})
+	}
+}
+
+// skipMount leaves the folder mountpoint out of the measurements until
+// done: a run's output folder, counted in the runs folder, is mounted
+// there (and, depending on mount propagation, may show there on the host
+// too).
+func (a *Account) skipMount(mountpoint string) (done func()) {
+	mountpoint = filepath.Clean(mountpoint)
+	a.mu.Lock()
+	a.skip[mountpoint]++
+	a.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if a.skip[mountpoint]--; a.skip[mountpoint] <= 0 {
+				delete(a.skip, mountpoint)
+			}
+		})
+	}
+}
+
+// poke wakes the meter to look at what it has to do.
+func (a *Account) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// meter measures the account while programs run on it, or something
+// changed since the last measurement, at most once per pollInterval of
+// the last measurement's duration; it ends at close.
+func (a *Account) meter() {
+	defer close(a.done)
+	for {
+		wait, busy := a.due()
+		diskOnly := busy && wait > diskPoll
+		var tick <-chan time.Time
+		t := time.NewTimer(min(wait, diskPoll))
+		if busy {
+			tick = t.C
+		}
+		select {
+		case <-a.stop:
+			t.Stop()
+			return
+		case <-a.wake:
+			t.Stop()
+			continue
+		case <-tick:
+		}
+		if diskOnly {
+			a.checkDisk()
+			continue
+		}
+		_ = a.measure() // logged; the next measurement tries again
+	}
+}
+
+// due says whether the meter has work, and how long until it may do it.
+func (a *Account) due() (time.Duration, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	busy := len(a.watchers) > 0 || a.changed != a.clean
+	if !a.known {
+		return 0, busy
+	}
+	return max(time.Until(a.lastEnd.Add(pollInterval(a.took))), 0), busy
+}
+
+// ensureKnown measures the account now if it never was (or its folders
+// changed).
+func (a *Account) ensureKnown() error {
+	a.mu.Lock()
+	known := a.known
+	a.mu.Unlock()
+	if known {
+		return nil
+	}
+	return a.measure()
+}
+
+// refresh measures the account now unless its figure is recent: it was
+// measured since the last change, or less than one poll interval ago (so
+// copy-backs, like the meter, cost at most a bounded share of a core).
+func (a *Account) refresh() error {
+	a.mu.Lock()
+	stale := !a.known || (a.changed != a.clean && time.Since(a.lastEnd) > pollInterval(a.took))
+	a.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	return a.measure()
+}
+
+// measure walks the account's folders once, records what they hold and
+// stops every watched program when the owner is over its limit. Its error
+// is a measurement that failed for another reason than a folder the server
+// cannot read (which counts as over).
+func (a *Account) measure() error {
+	a.walking.Lock()
+	defer a.walking.Unlock()
+	a.mu.Lock()
+	dirs, skip, gen, idle, full := a.dirsLocked(), maps.Clone(a.skip), a.changed, len(a.watchers) == 0, !a.known
+	stop := a.limit
+	if full {
+		stop = storage.Usage{Files: maxMeasured}
+	}
+	a.mu.Unlock()
+	start := time.Now()
+	u, err := measure(dirs, stop, skip)
+	took := time.Since(start)
+	if err != nil && !errors.Is(err, storage.ErrUnreadable) {
+		a.log.Warn("storage not measured", "err", err)
+		return fmt.Errorf("measure the workspace: %w", err)
+	}
+	a.mu.Lock()
+	a.record(u, err, full, took)
+	if idle {
+		a.clean = gen
+	}
+	over := a.overLocked(u)
+	a.mu.Unlock()
+	if over != nil {
+		a.stopAll(over)
+	}
+	return nil
+}
+
+// checkDisk stops every watched program when the disk is down to its
+// reserve (between two measurements).
+func (a *Account) checkDisk() {
+	a.mu.Lock()
+	err := checkDisk(a.anyDirLocked(), a.reserve, 0)
+	a.mu.Unlock()
+	if err != nil {
+		a.stopAll(err)
+	}
+}
+
+// stopAll calls every watcher's over with why.
+func (a *Account) stopAll(why error) {
+	a.mu.Lock()
+	stopped := make([]*watcher, 0, len(a.watchers))
+	for w := range a.watchers {
+		stopped = append(stopped, w)
+	}
+	a.mu.Unlock()
+	for _, w := range stopped {
+		w.once.Do(func() { w.over(why) })
+	}
+}
+
+// record keeps a measurement: the limit comes down as an owner over its
+// quota shrinks (a walk is complete only while within it).
+func (a *Account) record(u storage.Usage, unread error, full bool, took time.Duration) {
+	a.used, a.unread, a.known, a.took, a.lastEnd = u, unread, true, took, time.Now()
+	if full || !u.Over(a.limit) {
+		a.limit = storage.Usage{Bytes: max(a.quota.Bytes, u.Bytes), Files: max(a.quota.Files, u.Files)}
+	}
+}
+
+// overLocked is why the watched programs must stop after measuring u, or
+// nil.
+func (a *Account) overLocked(u storage.Usage) error {
+	if err := a.unreadLocked(); err != nil {
+		return err
+	}
+	if err := checkDisk(a.anyDirLocked(), a.reserve, 0); err != nil {
+		return err
+	}
+	if total := u.Add(a.reserved); total.Over(a.limit) {
+		return fmt.Errorf("%w: the workspace held %s, over its quota of %s; delete files to make room",
+			ErrQuota, describe(total, true), describe(a.quota, false))
+	}
+	return nil
+}
