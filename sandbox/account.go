@@ -34,6 +34,7 @@ type Account struct {
 	extra    map[string]int // workspaces outside them, counted while in use
 	skip     map[string]int // mountpoints of run output folders, counted in the runs folder
 	known    bool           // measured at least once
+	force    bool           // the figure is off: the next refresh measures
 	used     storage.Usage  // the last measurement, plus what was charged since
 	unread   error          // the last measurement met a folder it cannot read
 	limit    storage.Usage  // in force: the quota, or what the owner held when more (it may only shrink)

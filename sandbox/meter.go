@@ -122,12 +122,36 @@ func (a *Account) ensureKnown() error {
 	return a.measure()
 }
 
+// handOver leaves o's folder (a run's outputs, handed to the caller, who
+// copies them into the owner's folders, then removes it) out of the
+// account until o.Remove, so that its files are not counted twice while
+// they are copied: what it holds, measured now (the run's own output, at
+// most the limit), comes off the last figure; when it holds more, the
+// next refresh measures everything again. Safe on nil.
+func (a *Account) handOver(o *Outputs) {
+	if o == nil {
+		return
+	}
+	a.mu.Lock()
+	stop := a.limit
+	a.mu.Unlock()
+	u, err := measure([]string{o.Dir}, stop, nil)
+	o.handedOver = a.skipMount(o.Dir)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil || u.Over(stop) {
+		a.force = true
+		return
+	}
+	a.used = storage.Usage{Bytes: max(a.used.Bytes-u.Bytes, 0), Files: max(a.used.Files-u.Files, 0)}
+}
+
 // refresh measures the account now unless its figure is recent: it was
 // measured since the last change, or less than one poll interval ago (so
 // copy-backs, like the meter, cost at most a bounded share of a core).
 func (a *Account) refresh() error {
 	a.mu.Lock()
-	stale := !a.known || (a.changed != a.clean && time.Since(a.lastEnd) > pollInterval(a.took))
+	stale := !a.known || a.force || (a.changed != a.clean && time.Since(a.lastEnd) > pollInterval(a.took))
 	a.mu.Unlock()
 	if !stale {
 		return nil
@@ -196,7 +220,7 @@ func (a *Account) stopAll(why error) {
 // record keeps a measurement: the limit comes down as an owner over its
 // quota shrinks (a walk is complete only while within it).
 func (a *Account) record(u storage.Usage, unread error, full bool, took time.Duration) {
-	a.used, a.unread, a.known, a.took, a.lastEnd = u, unread, true, took, time.Now()
+	a.used, a.unread, a.known, a.took, a.lastEnd, a.force = u, unread, true, took, time.Now(), false
 	if full || !u.Over(a.limit) {
 		a.limit = storage.Usage{Bytes: max(a.quota.Bytes, u.Bytes), Files: max(a.quota.Files, u.Files)}
 	}

@@ -24,6 +24,7 @@ type Outputs struct {
 	Name       string // the folder's name; PYBOX_OUTPUTS in the container is Path()
 	Dir        string // host path of the private directory
 	mountpoint string // the covered folder in the workspace, removed if left empty
+	handedOver func() // ends the account's leaving Dir out (see Account.handOver); nil = none
 }
 
 // Path is the folder as the program sees it.
@@ -36,6 +37,9 @@ func (o *Outputs) Remove() error {
 		return nil
 	}
 	err := os.RemoveAll(o.Dir) // does not follow symlinks the run left
+	if o.handedOver != nil {
+		o.handedOver()
+	}
 	// Left when not empty: the caller copied the run's files there, or
 	// another run (all of them share the workspace) wrote into it.
 	if o.mountpoint == "" { // a session's call: nothing was mounted in the workspace

@@ -317,6 +317,7 @@ func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, erro
 		w.exitInto(&res) // killed: by the OOM killer? Docker knows
 	}
 	res.Outputs, res.OutputsNote, w.outputs = w.outputs, w.outputsNote, nil // the caller's now
+	s.acct.handOver(res.Outputs)
 	s.pool.dropLater(w)
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()

@@ -168,6 +168,7 @@ func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram
 	res, lost, err := ls.run(ctx, s.log, p, outputs, orDefault(p.Timeout, s.cfg.Limits.Timeout), runnerCap(s.cfg.Limits), stdout, stderr)
 	ls.setBusy(false)
 	res.Outputs, res.OutputsNote = s.endTurnOutputs(ls, outputs)
+	s.acct.handOver(res.Outputs)
 	var tout, terr bool
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()
