@@ -4,7 +4,9 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +95,51 @@ func TestAccountSkipsOutputMountpoints(t *testing.T) {
 	}
 	if got := a.Usage(); got.Bytes != 0 || got.Files != 2 {
 		t.Fatalf("measured %+v; want the two folders only", got)
+	}
+}
+
+// A folder the server can neither read nor make readable (another user's)
+// counts as over the quota: a program is not started on it and the file
+// tools add nothing (the old walk skipped it silently). Run as uid 65534
+// when the tests run as root.
+func TestAccountRefusesAFolderItCannotRead(t *testing.T) {
+	dir := os.Getenv("PYBOX_TEST_DIR")
+	if os.Getenv("PYBOX_TEST_CHILD") == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to make a folder of another user")
+		}
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("no setpriv")
+		}
+		dir, err = os.MkdirTemp("", "pybox-account-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		locked := filepath.Join(dir, "locked")
+		if err := os.Mkdir(locked, 0o700); err != nil { // root's
+			t.Fatal(err)
+		}
+		fill(t, filepath.Join(locked, "big"), 64<<20)
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups",
+			os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "PYBOX_TEST_CHILD=1", "PYBOX_TEST_DIR="+dir)
+		out, err := cmd.CombinedOutput()
+		t.Logf("as uid 65534:\n%s", out)
+		if err != nil {
+			t.Fatalf("the check failed as uid 65534: %v", err)
+		}
+		return
+	}
+	a := testAccount(t, dir)
+	if _, err := a.admit(dir); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "cannot read") {
+		t.Fatalf("admit a program on a folder holding 64 MiB the server cannot read: %v; want ErrQuota", err)
+	}
+	if err := a.room(dir, 1); !errors.Is(err, ErrQuota) {
+		t.Fatalf("room for 1 byte: %v; want ErrQuota", err)
 	}
 }
