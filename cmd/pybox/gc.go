@@ -38,11 +38,29 @@ func gcCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "removed %d leftover containers\n", n)
 	}
-	keep, err := images.StateImages(filepath.Join(c.StateDir, "environment.json"))
+	keep, err := keptImages(c.StateDir)
 	if err != nil {
 		return err
 	}
 	return gcLayers(ctx, a, keep, *all, *dry, stdout)
+}
+
+// keptImages lists the images the saved environments use: the server's
+// and, over HTTP with tokens, every tenant's (stateDir/tenants/NAME).
+func keptImages(stateDir string) ([]string, error) {
+	tenants, err := filepath.Glob(filepath.Join(stateDir, "tenants", "*", "environment.json"))
+	if err != nil {
+		return nil, err
+	}
+	var keep []string
+	for _, p := range append([]string{filepath.Join(stateDir, "environment.json")}, tenants...) {
+		refs, err := images.StateImages(p)
+		if err != nil {
+			return nil, err
+		}
+		keep = append(keep, refs...)
+	}
+	return keep, nil
 }
 
 // gcLayers removes package-layer images not in keep (all of them with all).
