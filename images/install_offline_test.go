@@ -134,3 +134,30 @@ func TestInstallFromPrivateWheelhouse(t *testing.T) {
 		t.Errorf("pyboxdemo in the layer: %q", got)
 	}
 }
+
+// TestInstallSdistFromIndex: with sdists allowed, a source distribution
+// from an index is fetched by the download step and built offline by the
+// install, unprivileged as ever.
+func TestInstallSdistFromIndex(t *testing.T) {
+	eng := testenv.Docker(t)
+	layers := testenv.LockLayerCache(t, eng)
+	t.Cleanup(func() { layers.RemoveNew(t) })
+	testenv.RuntimeImage(t, eng, images.VariantBase)
+	wheels := testenv.Wheelhouse(t)
+	testenv.WriteHostileSdist(t, wheels)
+	idx := newLoopbackIndex(t, wheels)
+	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: images.Index{URL: idx.url + "/simple/", Network: "host", AllowSdist: true}}
+	env, err := images.Environment{}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.ImageID = inspect(t, eng, env.Image).ID
+	res, err := in.Install(t.Context(), env, []string{testenv.HostileSdistName})
+	if err != nil {
+		t.Fatalf("install an sdist from the loopback index: %v\n%s", err, res.Output)
+	}
+	if got := runOutput(t, eng, res.Env.ImageID, testenv.HostileReport); got != testenv.HostileReportUnprivileged {
+		t.Errorf("the build saw (uid caps nnp /tmp /etc-write prefix-write /etc-file prefix-file):\n got %q\nwant %q",
+			got, testenv.HostileReportUnprivileged)
+	}
+}
