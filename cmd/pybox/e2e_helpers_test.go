@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,24 +184,6 @@ func decode[T any](t *testing.T, res *mcp.CallToolResult) T {
 		t.Fatalf("decode structured content: %v", err)
 	}
 	return out
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's stderr copier.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func callParams(name string, args map[string]any) *mcp.CallToolParams {

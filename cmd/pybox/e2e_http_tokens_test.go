@@ -44,7 +44,7 @@ func TestHTTPTokensReload(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !strings.Contains(h.stderr.String(), "line 2") || !strings.Contains(h.stderr.String(), "broken line is refused") {
+	if _, ok := h.stderr.await("line 2", "broken line is refused"); !ok {
 		t.Errorf("the broken line is not named in the log")
 	}
 	if _, err := a.ListTools(t.Context(), nil); err == nil {

@@ -58,8 +58,10 @@ func TestPolicyRuntime(t *testing.T) {
 	if gvisor := strings.Contains(out.Stdout, "gvisor"); gvisor != hasRunsc {
 		t.Errorf("strict policy, daemon has runsc=%v: the sandbox kernel is %q (%s)", hasRunsc, out.Stdout, text(res))
 	}
-	if hasRunsc && !strings.Contains(s.stderr.String(), "runtime=runsc") {
-		t.Errorf("the log does not say the policy chose runsc:\n%s", s.stderr)
+	if hasRunsc {
+		if log, ok := s.stderr.await("runtime=runsc"); !ok {
+			t.Errorf("the log does not say the policy chose runsc:\n%s", log)
+		}
 	}
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "needs-kata.json")

@@ -42,6 +42,7 @@ type proc struct {
 // PYBOX_REQUIRE_K8S is set (CI), when they fail.
 func KubeBin(t testing.TB) string {
 	t.Helper()
+	SkipShort(t, "the Kubernetes binaries")
 	dir := os.Getenv("PYBOX_K8S_BIN")
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); dir == "" || err != nil {

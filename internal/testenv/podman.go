@@ -17,6 +17,7 @@ import (
 // skipped, unless PYBOX_REQUIRE_PODMAN=1.
 func Podman(t testing.TB) (*engine.Client, string) {
 	t.Helper()
+	SkipShort(t, "Podman")
 	host := os.Getenv("PYBOX_PODMAN_HOST")
 	if host == "" {
 		if os.Getenv("PYBOX_REQUIRE_PODMAN") == "1" {

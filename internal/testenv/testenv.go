@@ -19,6 +19,7 @@ import (
 // PYBOX_REQUIRE_DOCKER=1) when none answers.
 func Docker(t testing.TB) *engine.Client {
 	t.Helper()
+	SkipShort(t, "the Docker daemon")
 	eng, err := engine.New(nil)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
