@@ -19,6 +19,7 @@ import (
 // when none answers, unless PYBOX_REQUIRE_DOCKER=1, which makes that a failure.
 func requireDocker(t *testing.T) *engine.Client {
 	t.Helper()
+	skipShort(t)
 	eng, err := engine.New(nil)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -88,4 +89,20 @@ func sandboxRun(t *testing.T, eng *engine.Client, image string, host *container.
 		t.Fatalf("run in %s: exit %d\nstdout: %s\nstderr: %s", image, exit.Code, stdout.String(), stderr.String())
 	}
 	return stdout.String()
+}
+
+// skipShort is testenv.SkipShort, which this package's tests cannot import
+// (testenv imports images): under -short the Docker tests skip, unless a
+// PYBOX_REQUIRE_* variable says they must run, when they fail.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if !testing.Short() {
+		return
+	}
+	for _, kv := range os.Environ() {
+		if name, value, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "PYBOX_REQUIRE_") && value != "" {
+			t.Fatalf("-short skips the tests that need the Docker daemon, but %s says they must run: unset it or drop -short", name)
+		}
+	}
+	t.Skip("-short: needs the Docker daemon")
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/tools"
 )
 
@@ -16,6 +17,7 @@ import (
 // MCP server (and policy, when given).
 func codeModeServer(t *testing.T, env ...string) *server {
 	t.Helper()
+	testenv.SkipShort(t, "the Docker daemon") // before the build of the echo server
 	bin := filepath.Join(t.TempDir(), "echoserver")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/downstream/testdata/echoserver").CombinedOutput(); err != nil {
 		t.Fatalf("build the echo server: %v\n%s", err, out)
@@ -215,6 +217,7 @@ while True:
 // query) or headers; a command server gets a minimal environment plus its
 // own env, not pybox's (keys, PYBOX_* settings, the code storage folder).
 func TestCodeModeSecrets(t *testing.T) {
+	testenv.SkipShort(t, "the Docker daemon")
 	bin := filepath.Join(t.TempDir(), "echoserver")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/downstream/testdata/echoserver").CombinedOutput(); err != nil {
 		t.Fatalf("build the echo server: %v\n%s", err, out)
