@@ -58,6 +58,10 @@ type Builder struct {
 	Progress io.Writer    // nil = discard; one line per step and daemon build output
 	Mirror   string       // Debian mirror for offline builds; "" = http://deb.debian.org/debian
 	TempDir  string       // where debootstrap writes; "" = os.TempDir()
+	// Repo is the repository of the runtime images it finds and builds,
+	// REPO:VARIANT, and of their Debian bases, REPO-rootfs:SUITE-VARIANT;
+	// "" = pybox-runtime (and pybox-rootfs). Tests that build use their own.
+	Repo string
 
 	group singleflight.Group // one Ensure build per variant at a time
 }
@@ -74,6 +78,17 @@ func Tag(variant string) string {
 		variant = VariantBase
 	}
 	return runtimeRepo + ":" + variant
+}
+
+// tag is the tag of the runtime image of variant this builder finds and builds.
+func (b *Builder) tag(variant string) string {
+	if b.Repo == "" {
+		return Tag(variant)
+	}
+	if variant == "" {
+		variant = VariantBase
+	}
+	return b.Repo + ":" + variant
 }
 
 // ParseVariant validates a variant name; "" means base.
@@ -124,7 +139,7 @@ type runtimeBuild struct {
 // buildRuntime builds Dockerfile.runtime on rb.base, tags it, and removes
 // the image the tag pointed to before (best effort).
 func (b *Builder) buildRuntime(ctx context.Context, rb runtimeBuild) (engine.Image, error) {
-	tag := Tag(rb.variant)
+	tag := b.tag(rb.variant)
 	baseImg, err := b.inspect(ctx, rb.base)
 	if err != nil {
 		return engine.Image{}, err

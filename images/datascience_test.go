@@ -44,7 +44,7 @@ func TestDatascienceOffline(t *testing.T) {
 	if err := checkOffline(); err != nil {
 		t.Skipf("offline build not possible here: %v", err)
 	}
-	b, _ := testBuilder(t, eng)
+	b := freshBuilder(t, eng)
 	start := time.Now()
 	img, err := b.Build(t.Context(), BuildOptions{Variant: VariantDatascience, Offline: true})
 	if err != nil {

@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -41,6 +42,28 @@ func requireDocker(t *testing.T) *engine.Client {
 func testBuilder(t *testing.T, eng *engine.Client) (*Builder, *lineLog) {
 	lines := &lineLog{t: t}
 	return &Builder{Engine: eng, Log: slog.New(slog.NewTextHandler(lines, nil)), Progress: lines}, lines
+}
+
+// freshBuilder is testBuilder for a test that builds: under a repository
+// of its own, so that no build, finished or failed, touches the machine's
+// pybox-runtime and pybox-rootfs images. Its tags go at cleanup.
+func freshBuilder(t *testing.T, eng *engine.Client) *Builder {
+	b, _ := testBuilder(t, eng)
+	b.Repo = fmt.Sprintf("pybox-test-runtime-%d-%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, v := range []string{VariantBase, VariantDatascience} {
+			for _, ref := range []string{b.tag(v), b.rootfsTag(v)} {
+				if _, found, err := eng.InspectImage(ctx, ref); err == nil && found {
+					if err := eng.RemoveImage(ctx, ref); err != nil {
+						t.Errorf("remove the test's image %s: %v", ref, err)
+					}
+				}
+			}
+		}
+	})
+	return b
 }
 
 // lineLog writes to the test log and remembers what was written.

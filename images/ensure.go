@@ -50,10 +50,10 @@ func (b *Builder) ensure(ctx context.Context, variant string) (engine.Image, err
 		return engine.Image{}, onlineErr
 	}
 	b.log().Info("online image build failed; building offline", "variant", variant, "err", onlineErr)
-	b.progressf("pybox: online build of %s failed; building offline from Debian instead", Tag(variant))
+	b.progressf("pybox: online build of %s failed; building offline from Debian instead", b.tag(variant))
 	img, err = b.build(ctx, variant, true)
 	if err != nil {
-		return engine.Image{}, fmt.Errorf("build image %s: online: %v; offline: %w", Tag(variant), onlineErr, err)
+		return engine.Image{}, fmt.Errorf("build image %s: online: %v; offline: %w", b.tag(variant), onlineErr, err)
 	}
 	return img, nil
 }
@@ -62,7 +62,7 @@ func (b *Builder) ensure(ctx context.Context, variant string) (engine.Image, err
 // and built from the current inputs (online or offline). When report is
 // set, a stale image is logged and announced.
 func (b *Builder) current(ctx context.Context, variant string, report bool) (engine.Image, bool, error) {
-	img, found, err := b.Engine.InspectImage(ctx, Tag(variant))
+	img, found, err := b.Engine.InspectImage(ctx, b.tag(variant))
 	if err != nil || !found {
 		return engine.Image{}, false, err
 	}
@@ -73,7 +73,7 @@ func (b *Builder) current(ctx context.Context, variant string, report bool) (eng
 	if !report {
 		return img, false, nil
 	}
-	b.log().Info("runtime image is stale", "image", Tag(variant), "image_id", shortID(img.ID))
-	b.progressf("pybox: %s is out of date; rebuilding it", Tag(variant))
+	b.log().Info("runtime image is stale", "image", b.tag(variant), "image_id", shortID(img.ID))
+	b.progressf("pybox: %s is out of date; rebuilding it", b.tag(variant))
 	return img, false, nil
 }

@@ -181,7 +181,7 @@ func unframe(s string) ([]string, error) {
 // must fail at once, say what to do, and leave the runtime image alone.
 func TestOnlineBuild(t *testing.T) {
 	eng := requireDocker(t)
-	b, _ := testBuilder(t, eng)
+	b := freshBuilder(t, eng)
 	before, hadBefore, err := eng.InspectImage(t.Context(), Tag("base"))
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func (b *Builder) buildOffline(ctx context.Context, variant string) (engine.Imag
 	if err := checkOffline(); err != nil {
 		return engine.Image{}, err
 	}
-	tag := rootfsTag(variant)
+	tag := b.rootfsTag(variant)
 	old, hadOld, err := b.Engine.InspectImage(ctx, tag)
 	if err != nil {
 		return engine.Image{}, err
@@ -70,8 +70,13 @@ func checkOffline() error {
 	return nil
 }
 
-func rootfsTag(variant string) string {
-	return rootfsRepo + ":" + debianSuite + "-" + variant
+// rootfsTag is the tag of the Debian base of variant's offline build.
+func (b *Builder) rootfsTag(variant string) string {
+	repo := rootfsRepo
+	if b.Repo != "" {
+		repo = b.Repo + "-rootfs"
+	}
+	return repo + ":" + debianSuite + "-" + variant
 }
 
 // offlineRecipe describes how the offline base of variant is made.

@@ -22,6 +22,7 @@ func TestOfflineFailureCleansUp(t *testing.T) {
 	if err := checkOffline(); err != nil {
 		t.Skipf("offline build not possible here: %v", err)
 	}
+	machine := &Builder{} // the default tags, which the tests' builds must leave alone
 	tests := []struct {
 		name, variant, mirror, wantErr string
 		cancelOn                       string // a progress line that starts the countdown to cancel
@@ -41,14 +42,14 @@ func TestOfflineFailureCleansUp(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			b, _ := testBuilder(t, eng)
+			b := freshBuilder(t, eng)
 			b.TempDir, b.Mirror = t.TempDir(), tt.mirror
 			if tt.cancelAfter > 0 {
 				b.Progress = &onLine{w: b.Progress, substr: tt.cancelOn, fn: func() {
 					time.AfterFunc(tt.cancelAfter, cancel)
 				}}
 			}
-			before := imageIDs(t, b, rootfsTag(tt.variant), Tag(tt.variant))
+			before := imageIDs(t, b, machine.rootfsTag(tt.variant), Tag(tt.variant), b.rootfsTag(tt.variant), b.tag(tt.variant))
 			_, err := b.Build(ctx, BuildOptions{Variant: tt.variant, Offline: true})
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Build error = %v, want one containing %q", err, tt.wantErr)
@@ -63,7 +64,7 @@ func TestOfflineFailureCleansUp(t *testing.T) {
 			if pids := rootedUnder(b.TempDir); len(pids) != 0 {
 				t.Errorf("processes still chrooted in the temp dir: %v", pids)
 			}
-			after := imageIDs(t, b, rootfsTag(tt.variant), Tag(tt.variant))
+			after := imageIDs(t, b, machine.rootfsTag(tt.variant), Tag(tt.variant), b.rootfsTag(tt.variant), b.tag(tt.variant))
 			if strings.Join(after, " ") != strings.Join(before, " ") {
 				t.Errorf("images changed: %v -> %v", before, after)
 			}
