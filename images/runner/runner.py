@@ -49,6 +49,9 @@ runner could find the token, as it could patch the tests' names; what it
 cannot do is pass by ending early in any generic way. Output that threads
 print after a done frame is framed under the nonce in force when the
 supervisor reads it. If the worker dies the supervisor exits with its status.
+When its stdin closes (pybox discards the container, or is gone: Docker and
+Kubernetes close it with the attach stream, StdinOnce) the supervisor exits
+at once, and every process of the container with it.
 """
 import gc
 import json
@@ -116,7 +119,6 @@ class Supervisor:
         self.lingers = False  # once: wait for pybox after the verdict (see linger)
         self.pending = b""  # request bytes not yet written to the worker
         self.served = False  # a request has been taken (once: the one)
-        self.closing = False  # stdin ended: the worker gets no more requests
         self.seq = 0  # requests forwarded to the worker
         self.cap = 0  # bytes of each stream framed per request (0: all)
         self.sent = {"out": 0, "err": 0}  # framed for the request in force
@@ -168,14 +170,13 @@ class Supervisor:
 
     def requests(self, fd):
         data = os.read(0, 1 << 20)
-        if not data:  # pybox closed our stdin: discarded unused, or the session ends
-            self.poller.unregister(0)
-            if not self.served:
-                os._exit(0)
-            self.closing = True  # the worker ends after what it was sent
-            if not self.pending:
-                os.close(self.req_w)
-            return
+        if not data:
+            # pybox closed our stdin: it discards this container, or it is
+            # gone (killed, crashed: the daemon closes a container's stdin
+            # with its attach stream). Nobody can use what runs here now:
+            # as PID 1, the supervisor ends every process of the container
+            # with it, a program in the middle of its run included.
+            os._exit(0)
         if not self.greeted:
             self.greeted = True
             frame("-", "ready")
@@ -225,8 +226,6 @@ class Supervisor:
             self.pending = b""
         if not self.pending:
             self.poller.unregister(self.req_w)
-            if self.closing:
-                os.close(self.req_w)
 
     def call(self, fd):
         """Frame each whole line the program wrote on its call pipe as a call

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -26,13 +27,27 @@ type Attached struct {
 	exit   Exit
 	pumpWG sync.WaitGroup
 	once   sync.Once
+	// killing is set by Destroy: an exit after it is pybox's own kill,
+	// never an OOM kill worth waiting for the daemon's word on.
+	killing atomic.Bool
 }
 
 // StartAttached creates and starts spec's container with stdin open.
 // spec.Stderr receives the container's stderr; spec.Stdin and Timeout are
 // ignored (the caller writes with Write and enforces its own deadlines).
+//
+// The container does not outlive its attachment: its stdin closes when
+// the attach connection does (StdinOnce), which ends the runner, and the
+// daemon removes it once it has exited (AutoRemove). So a server that dies
+// (kill -9, OOM) leaves no container running or stopped behind.
 func (c *Client) StartAttached(ctx context.Context, spec Spec) (*Attached, error) {
-	spec.Config.OpenStdin, spec.Config.AttachStdin, spec.Config.StdinOnce = true, true, false
+	spec.Config.OpenStdin, spec.Config.AttachStdin, spec.Config.StdinOnce = true, true, true
+	host := container.HostConfig{}
+	if spec.Host != nil {
+		host = *spec.Host
+	}
+	host.AutoRemove = true
+	spec.Host = &host
 	id, err := c.Create(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -67,19 +82,20 @@ func (c *Client) attach(ctx context.Context, id string, stderr io.Writer) (*Atta
 	})
 	a.pumpWG.Go(func() {
 		defer close(a.done)
-		a.exit = c.attachedExit(context.WithoutCancel(ctx), id, <-waiter.result)
+		a.exit = c.attachedExit(context.WithoutCancel(ctx), id, <-waiter.result, &a.killing)
 	})
 	return a, nil
 }
 
-// attachedExit turns the wait's answer into an Exit, checking for OOM.
-func (c *Client) attachedExit(ctx context.Context, id string, r waitResult) Exit {
+// attachedExit turns the wait's answer into an Exit, checking for OOM
+// unless pybox killed the container itself.
+func (c *Client) attachedExit(ctx context.Context, id string, r waitResult, killing *atomic.Bool) Exit {
 	if r.err != nil {
 		c.log.Warn("lost the wait for a container's exit", "container_id", short(id), "err", r.err)
 		return Exit{Code: -1, Lost: true}
 	}
 	exit := Exit{Code: int(r.resp.StatusCode)}
-	if exit.Code == 137 {
+	if exit.Code == 137 && !killing.Load() {
 		exit.OOMKilled = c.oomKilled(ctx, id)
 	}
 	return exit
@@ -120,6 +136,7 @@ func (a *Attached) Destroy(ctx context.Context) error {
 		// Streams first: between programs nobody reads Stdout, so our copy
 		// may be blocked writing into the pipe, and the daemon's copy behind
 		// it, which stalls the removal until its timeout.
+		a.killing.Store(true)
 		a.hj.Close()
 		a.out.Close()
 		err = a.c.Remove(ctx, a.ID) // force-remove kills it first

@@ -132,6 +132,9 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 		time.Sleep(50 * time.Millisecond)
 		err = c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	}
+	if err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
+		err = c.awaitRemoval(ctx, id) // the daemon is removing it (AutoRemove): it is ours once gone
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil && !cerrdefs.IsNotFound(err) {
@@ -140,6 +143,21 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	}
 	delete(c.strays, id)
 	return nil
+}
+
+// awaitRemoval waits until container id no longer exists.
+func (c *Client) awaitRemoval(ctx context.Context, id string) error {
+	for {
+		_, err := c.api.ContainerInspect(ctx, id)
+		if err != nil {
+			return err // not found: removed
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("container %s still being removed: %w", short(id), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // RemoveStrays tries again to remove the containers whose removal failed

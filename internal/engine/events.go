@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 )
 
 // ContainerEvents returns the actions ("create", "start", "destroy", ...)
@@ -32,6 +33,26 @@ func (c *Client) ContainerEvents(ctx context.Context, since, until time.Time, la
 		}
 	}
 }
+
+// sawOOM reports whether the daemon's recent events hold an OOM kill of
+// container id.
+func (c *Client) sawOOM(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	args := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", id),
+		filters.Arg("event", string(events.ActionOOM)))
+	now := time.Now()
+	msgs, errs := c.api.Events(ctx, events.ListOptions{Since: unixNano(now.Add(-oomLookback)), Until: unixNano(now), Filters: args})
+	select {
+	case <-msgs:
+		return true
+	case <-errs: // the end of the events until now, or a failure: none seen
+		return false
+	}
+}
+
+// oomLookback is how far back sawOOM looks: further than any run lasts.
+const oomLookback = 24 * time.Hour
 
 func unixNano(t time.Time) string {
 	return strconv.FormatInt(t.Unix(), 10) + "." + fmt.Sprintf("%09d", t.Nanosecond())

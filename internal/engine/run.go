@@ -167,21 +167,22 @@ func waitError(w container.WaitResponse) error {
 }
 
 // oomKilled asks the daemon whether the OOM killer ended the container
-// (exit 137). The daemon learns of an OOM kill from its own event, which
-// may come a moment after the exit under load: a "no" is asked again for
-// up to oomSettle before it is believed (a container killed by pybox is
-// gone by then, and answers at once).
+// (exit 137): its state, while it still exists, and its recent events (an
+// auto-removed container is gone a moment after its exit). The daemon
+// learns of an OOM kill from its own event, which may come a moment after
+// the exit under load: a "no" is asked again for up to oomSettle before it
+// is believed.
 func (c *Client) oomKilled(ctx context.Context, id string) bool {
 	deadline := time.Now().Add(oomSettle)
 	for {
 		ins, err := c.api.ContainerInspect(ctx, id)
-		if err != nil {
-			if !cerrdefs.IsNotFound(err) { // gone: removed by us (killed), not by the OOM killer
-				c.log.Warn("inspect after exit", "container_id", short(id), "err", err)
-			}
+		switch {
+		case err == nil && ins.State != nil && ins.State.OOMKilled:
+			return true
+		case err != nil && !cerrdefs.IsNotFound(err):
+			c.log.Warn("inspect after exit", "container_id", short(id), "err", err)
 			return false
-		}
-		if ins.State != nil && ins.State.OOMKilled {
+		case c.sawOOM(ctx, id):
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

@@ -94,6 +94,7 @@ func PodFor(spec engine.Spec, o PodOptions) (*corev1.Pod, error) {
 		Args:            cfg.Cmd,
 		WorkingDir:      cfg.WorkingDir,
 		Stdin:           cfg.OpenStdin,
+		StdinOnce:       cfg.OpenStdin, // the runner's stdin closes with pybox's attach stream: it ends when pybox is gone
 		SecurityContext: &corev1.SecurityContext{
 			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: ptr(true),
 			ReadOnlyRootFilesystem:   ptr(host.ReadonlyRootfs),

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestServeKilledLeavesNoSandbox: a server killed with SIGKILL (a crash,
+// an OOM kill of pybox, a desktop client that kills its servers) leaves
+// none of its sandboxes behind, running or stopped, and no other server
+// has to start to clean up: its session's kernel, its warm-pool
+// containers and a run in the middle of its program all end and are
+// removed within seconds, because each runner ends when its attach
+// stream closes and the daemon removes what exited. Under each runtime.
+func TestServeKilledLeavesNoSandbox(t *testing.T) {
+	eachRuntime(t, func(t *testing.T) {
+		s := startServer(t)
+		if out := s.sessionRun("doomed", "x = 1"); out.ExitCode != 0 {
+			t.Fatalf("session: exit %d stderr %q", out.ExitCode, out.Stderr)
+		}
+		if out, _ := s.exec(map[string]any{"code": "print(1)"}); out.ExitCode != 0 { // a stateless run asks for the pool
+			t.Fatalf("run: exit %d stderr %q", out.ExitCode, out.Stderr)
+		}
+		waitUntil(t, time.Minute, "the warm pool to fill", func() bool { return pooled(s) >= 2 })
+		// A run in the middle of its program: it would sleep for 10 minutes.
+		calling := make(chan struct{})
+		go func() {
+			defer close(calling)
+			code := "open('started', 'w').close()\nimport time\ntime.sleep(600)\n"
+			_, _ = s.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": code}}) // fails once the server is killed
+		}()
+		waitUntil(t, time.Minute, "the run to start", func() bool {
+			_, err := os.Stat(filepath.Join(s.storage, "started"))
+			return err == nil
+		})
+		// The pool refilled (a container the server dies between creating
+		// and starting would stay, created and never run, until a server
+		// on the same state directory or pybox gc reaps it).
+		waitUntil(t, time.Minute, "the warm pool to refill", func() bool { return pooled(s) >= 2 })
+		before := s.containers()
+		s.kill()
+		<-calling
+		start := time.Now()
+		waitUntil(t, 30*time.Second, "the killed server's containers to go", func() bool { return len(s.containers()) == 0 })
+		took := time.Since(start)
+		t.Logf("%d containers (session, pool, run) gone %v after the server was killed", len(before), took.Round(time.Millisecond))
+		if len(before) < 4 {
+			t.Errorf("%d containers before the kill; want the session's, two pooled and the run's", len(before))
+		}
+		if took > 15*time.Second {
+			t.Errorf("the containers took %v to go; want a few seconds", took)
+		}
+	})
+}
+
+// waitUntil polls cond every 50 ms until it holds, failing the test after d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not within %v", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
