@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,42 @@ func TestKubernetesNode(t *testing.T) {
 		cs.Close()
 	}
 	h.stop()
+
+	// A server killed with SIGKILL leaves no pod running: each runner ends
+	// when its attach stream closes (StdinOnce). Its pods stay, completed,
+	// until a reaper deletes them; here the test does.
+	k := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
+	k.exec(map[string]any{"code": "print(1)", "timeout_s": 120}) // asks for the pool
+	k.exec(map[string]any{"code": "x = 1", "session_id": "doomed", "timeout_s": 120})
+	mine := metav1.ListOptions{LabelSelector: "pybox.pid=" + strconv.Itoa(k.cmd.Process.Pid)}
+	running := func() (n, all int) {
+		list, err := cs.CoreV1().Pods(ns).List(context.Background(), mine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending {
+				n++
+			}
+		}
+		return n, len(list.Items)
+	}
+	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
+	testenv.WaitFor(wait, func() bool { n, _ := running(); return n >= 2 }) // the session's and the pool's
+	stop()
+	k.kill()
+	killed := time.Now()
+	wait, stop = context.WithTimeout(ctx, time.Minute)
+	gone := testenv.WaitFor(wait, func() bool { n, _ := running(); return n == 0 })
+	stop()
+	left, all := running()
+	t.Logf("killed server: %d of its %d pods still running %v after the kill", left, all, time.Since(killed).Round(time.Millisecond))
+	if !gone || all < 2 {
+		t.Errorf("killed server: %d of its %d pods still running after a minute; want none of at least 2", left, all)
+	}
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, mine); err != nil {
+		t.Error(err)
+	}
 
 	// pybox bench -kubernetes: the latency rows as pods, beside Docker's.
 	n := cmp.Or(os.Getenv("PYBOX_K8S_BENCH_N"), "3")
