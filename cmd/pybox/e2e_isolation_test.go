@@ -144,7 +144,8 @@ func attackPlantedModules(t *testing.T) {
 	if out, _ := s.exec(map[string]any{"code": plantModules(), "session_id": "k"}); out.Stdout != "planted\n" {
 		t.Fatalf("plant in session: %+v", out)
 	}
-	s.call("close_session", map[string]any{"session_id": "k"})
+	// The kernel ends, the folder stays (close_session would delete it).
+	s.exec(map[string]any{"code": "import os\nos._exit(0)", "session_id": "k"})
 	out, _ := s.exec(map[string]any{"code": "import os\nprint('hello', sorted(f for f in os.listdir('.') if f.startswith('planted-')))", "session_id": "k"})
 	if out.Stdout != "hello []\n" || out.ExitCode != 0 {
 		t.Errorf("new kernel on a folder with planted modules: %+v", out)
