@@ -91,6 +91,21 @@ def harden():
                 pass
 
 
+def confine():
+    """What a pod does not set for the program: PYBOX_RLIMITS ("fsize=N,
+    nofile=N,nproc=N", soft and hard), set here before the worker exists;
+    and the cluster's KUBERNETES_* variables, removed from the environment."""
+    import resource
+    for item in filter(None, os.environ.pop("PYBOX_RLIMITS", "").split(",")):
+        name, _, n = item.partition("=")
+        try:
+            resource.setrlimit(getattr(resource, "RLIMIT_" + name.upper()), (int(n), int(n)))
+        except (AttributeError, ValueError, OSError) as e:
+            refuse("cannot set the limit %s: %s" % (item, e))
+    for k in [k for k in os.environ if k.startswith("KUBERNETES_")]:
+        del os.environ[k]
+
+
 def write_all(fd, data):
     view = memoryview(data)
     while view:
@@ -537,6 +552,7 @@ def main(argv):
         os.write(2, b"usage: runner once | runner kernel\n")
         return 2
     harden()
+    confine()
     os.umask(int(os.environ.pop("PYBOX_UMASK", "022"), 8))  # 002 when sandboxes, a uid each, share files through their group
     sup = Supervisor(argv == ["once"])
     if sup.pid == 0:

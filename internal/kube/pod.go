@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/go-units"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,10 +105,14 @@ func PodFor(spec engine.Spec, o PodOptions) (*corev1.Pod, error) {
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		TerminationMessagePath:   TerminationMessagePath,
 	}
 	for _, kv := range cfg.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	if r := rlimits(host.Ulimits, host.PidsLimit); r != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "PYBOX_RLIMITS", Value: r})
 	}
 	c.Resources, err = resources(host.Memory, host.NanoCPUs)
 	if err != nil {
@@ -124,14 +129,40 @@ func PodFor(spec engine.Spec, o PodOptions) (*corev1.Pod, error) {
 		if m.Type != mount.TypeBind || m.Target != contract.Workspace {
 			return nil, fmt.Errorf("%w: mounting %s at %s (a pod has no host folders; its workspace is its own)", ErrUnsupported, m.Source, m.Target)
 		}
+		// Memory-backed, as a stateless run's: a tmpfs of sizeLimit refuses
+		// a write past it (ENOSPC); a disk-backed emptyDir is only evicted,
+		// long after the node's disk took it.
 		var size *resource.Quantity
 		if o.WorkspaceBytes > 0 {
 			size = resource.NewQuantity(o.WorkspaceBytes, resource.BinarySI)
 		}
-		addVolume(pod, &c, m.Target, &corev1.EmptyDirVolumeSource{SizeLimit: size})
+		addVolume(pod, &c, m.Target, &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: size})
 	}
 	pod.Spec.Containers = []corev1.Container{c}
 	return pod, nil
+}
+
+// TerminationMessagePath is where the kubelet bind-mounts each container's
+// termination-message file: a 0666 file on the node's disk, which a program
+// could grow without bound at /dev/termination-log. Under /root (0700,
+// root's, in pybox's images) the program's uid cannot reach it.
+const TerminationMessagePath = "/root/.termination-log"
+
+// rlimits is PYBOX_RLIMITS, the limits the runner sets on itself before
+// the program starts ("fsize=N,nofile=N,nproc=N"): a pod has no ulimits of
+// its own, and its pids bound is the node's choice. nproc counts the uid's
+// processes and threads.
+func rlimits(ulimits []*units.Ulimit, pids *int64) string {
+	var out []string
+	for _, u := range ulimits {
+		if (u.Name == "fsize" || u.Name == "nofile") && u.Hard > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", u.Name, u.Hard))
+		}
+	}
+	if pids != nil && *pids > 0 {
+		out = append(out, fmt.Sprintf("nproc=%d", *pids))
+	}
+	return strings.Join(out, ",")
 }
 
 // addVolume mounts an emptyDir at target.

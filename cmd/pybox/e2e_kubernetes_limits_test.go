@@ -1,0 +1,142 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
+)
+
+// podLimitsProbe is one program, run as a pod, that tries each limit of
+// the container contract a pod does not get from the node: it prints one
+// line per check ("name ok" or "name BROKEN detail").
+const podLimitsProbe = `
+import os, errno, resource
+def check(name, ok, detail=""):
+    print(name, "ok" if ok else "BROKEN " + str(detail))
+# The kubelet's termination-message file: on the node's disk, mode 0666.
+wrote = 0
+for p in ("/dev/termination-log", "/root/.termination-log"):
+    try:
+        with open(p, "ab") as f:
+            for _ in range(64):
+                wrote += f.write(b"x" * (1 << 20))
+    except OSError:
+        pass
+check("termination-log", wrote == 0, "%d bytes written" % wrote)
+# File size: past fsize, a write fails (EFBIG; SIGXFSZ is ignored here).
+import signal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+err = None
+try:
+    with open("/tmp/big", "wb") as f:
+        f.seek(soft)
+        f.write(b"x")
+except OSError as e:
+    err = e.errno
+check("fsize", hard == soft == 256 << 20 and err == errno.EFBIG, (soft, err))
+check("nofile", resource.getrlimit(resource.RLIMIT_NOFILE) == (1024, 1024), resource.getrlimit(resource.RLIMIT_NOFILE))
+# Processes: forking past nproc fails.
+nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+kids, err = [], None
+try:
+    for _ in range(1000):
+        pid = os.fork()
+        if pid == 0:
+            signal.pause()
+            os._exit(0)
+        kids.append(pid)
+except OSError as e:
+    err = e.errno
+for pid in kids:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+check("nproc", 0 < nproc <= 1000 and err == errno.EAGAIN and len(kids) < nproc, (nproc, len(kids), err))
+k8s = sorted(k for k in os.environ if k.startswith("KUBERNETES"))
+check("environment", not k8s and "PYBOX_RLIMITS" not in os.environ, k8s)
+`
+
+// TestKubernetesPodLimits drives the real binary against a real node with
+// hostile programs (issue 24): every limit of the container contract holds
+// in a pod by construction, whatever the node's settings. A program writes
+// nothing into the kubelet's termination-message file, cannot write a file
+// past the file-size limit nor fork past the process limit, sees no
+// KUBERNETES_* variable, and a session writing past its workspace gets
+// ENOSPC, not an eviction later.
+func TestKubernetesPodLimits(t *testing.T) {
+	kubeconfig, image := kubeNodeForLimits(t)
+	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image, "PYBOX_WORKSPACE_QUOTA=64m")
+	out, _ := s.exec(map[string]any{"code": podLimitsProbe, "timeout_s": 120})
+	if out.ExitCode != 0 || strings.Count(out.Stdout, " ok\n") != 5 {
+		t.Errorf("limits in a pod: %+v", out)
+	}
+	// A session's workspace is a sized tmpfs: past 64 MiB, ENOSPC at once.
+	start := time.Now()
+	out, _ = s.exec(map[string]any{"session_id": "w", "timeout_s": 120, "code": `
+import errno
+n = 0
+try:
+    with open("/workspace/fill", "wb") as f:
+        for _ in range(256):
+            n += f.write(b"x" * (1 << 20))
+            f.flush()
+except OSError as e:
+    print("errno", errno.errorcode[e.errno], n >> 20)
+`})
+	if !strings.HasPrefix(out.Stdout, "errno ENOSPC ") {
+		t.Errorf("a session writing 256 MiB into a 64 MiB workspace: %+v", out)
+	}
+	out, _ = s.exec(map[string]any{"session_id": "w", "timeout_s": 60, "code": "import os\nos.remove('/workspace/fill')\nprint('alive')"})
+	if out.Stdout != "alive\n" {
+		t.Errorf("the session after ENOSPC: %+v", out)
+	}
+	t.Logf("workspace flood and the next call: %v", time.Since(start))
+}
+
+// kubeNodeForLimits starts a control plane and a node for one test and
+// returns a kubeconfig for namespace "sandboxes" and the runtime image.
+func kubeNodeForLimits(t *testing.T) (kubeconfig, image string) {
+	bin := testenv.KubeBin(t)
+	if why := testenv.KubeNodeReady(bin); why != "" {
+		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
+			t.Fatalf("PYBOX_REQUIRE_K8S is set but no node can run here: %s", why)
+		}
+		t.Skip(why)
+	}
+	image = testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	cp, err := testenv.StartControlPlane(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	node, err := testenv.StartNode(cp, bin, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kubelet log:\n%s", node.Log("kubelet"))
+		}
+	})
+	cs := kubernetes.NewForConfigOrDie(cp.Admin)
+	const ns = "sandboxes"
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err = cp.Kubeconfig("pybox", "admin-token", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig, image
+}
