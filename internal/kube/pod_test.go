@@ -7,6 +7,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/go-units"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
@@ -16,7 +18,9 @@ func spec() engine.Spec {
 	host := contract.Hardened("none")
 	host.ReadonlyRootfs = true
 	host.Tmpfs = map[string]string{"/tmp": "rw,size=1048576"}
-	host.Resources = container.Resources{Memory: 256 << 20, NanoCPUs: 5e8}
+	pids := int64(32)
+	host.Resources = container.Resources{Memory: 256 << 20, NanoCPUs: 5e8, PidsLimit: &pids,
+		Ulimits: []*units.Ulimit{{Name: "fsize", Soft: 1 << 20, Hard: 1 << 20}, {Name: "nofile", Soft: 64, Hard: 64}, {Name: "core"}}}
 	return engine.Spec{Name: "/Pybox-run-x-1", Config: &container.Config{Image: "img", User: "10001:10001", Cmd: []string{"python"},
 		Labels: map[string]string{contract.LabelOwner: "x", contract.LabelLease: "/a/b.lock"}}, Host: host}
 }
@@ -83,14 +87,26 @@ func TestPodForMaps(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == "/workspace" {
 			for _, v := range pod.Spec.Volumes {
-				if v.Name == m.Name && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+				if v.Name == m.Name && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory {
 					ws = v.EmptyDir.SizeLimit.String()
 				}
 			}
 		}
 	}
 	if ws != "1Gi" {
-		t.Errorf("the session folder's emptyDir: size %q, want 1Gi", ws)
+		t.Errorf("the session folder's emptyDir: size %q, want 1Gi, memory-backed", ws)
+	}
+	if c.TerminationMessagePath != TerminationMessagePath {
+		t.Errorf("termination message at %q, reachable by the program", c.TerminationMessagePath)
+	}
+	var rl string
+	for _, e := range c.Env {
+		if e.Name == "PYBOX_RLIMITS" {
+			rl = e.Value
+		}
+	}
+	if rl != "fsize=1048576,nofile=64,nproc=32" {
+		t.Errorf("PYBOX_RLIMITS %q", rl)
 	}
 	if long := podName(strings.Repeat("a", 80) + "-"); len(long) > 63 {
 		t.Errorf("pod name of %d characters", len(long))
