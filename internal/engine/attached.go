@@ -63,12 +63,12 @@ func (c *Client) StartAttached(ctx context.Context, spec Spec) (*Attached, error
 }
 
 func (c *Client) attach(ctx context.Context, id string, stderr io.Writer) (*Attached, error) {
-	hj, err := c.api.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	hj, err := c.cli().ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, fmt.Errorf("attach container: %w", err)
 	}
 	waiter := c.waitNextExit(ctx, id)
-	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+	if err := c.cli().ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		waiter.stop()
 		hj.Close()
 		return nil, fmt.Errorf("start container: %w", err)

@@ -12,9 +12,9 @@ import (
 // and deleted path, including the directories above a change, which the
 // copy-up marks as modified. Mounts (binds, tmpfs) are not part of it.
 func (c *Client) Changes(ctx context.Context, id string) ([]container.FilesystemChange, error) {
-	changes, err := c.api.ContainerDiff(ctx, id)
+	changes, err := c.cli().ContainerDiff(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("list changes of container %s: %w", short(id), unreachable(err))
+		return nil, fmt.Errorf("list changes of container %s: %w", short(id), c.unreachable(err, false))
 	}
 	return changes, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -27,42 +26,90 @@ const teardownTimeout = 15 * time.Second
 
 // Client wraps the Docker API client with the calls pybox needs.
 type Client struct {
-	api *client.Client
 	log *slog.Logger
+
+	amu    sync.Mutex     // guards api and choice
+	api    *client.Client // replaced when a later discovery finds the engine
+	choice Choice
 
 	mu     sync.Mutex
 	strays map[string]bool // containers whose removal failed: RemoveStrays tries again
 	kind   flavor          // Docker or Podman, once known
 }
 
-// New connects to the daemon named by the environment (DOCKER_HOST and
-// friends) with API version negotiation. It does not contact the daemon.
+// New connects to the engine Discover finds in this process's
+// environment (see Candidates for where it looks), with API version
+// negotiation. It pings the places it tries, each for at most a few
+// seconds; when none answers it still returns a client, at the platform's
+// default, whose failures carry the report of every place tried.
 func New(log *slog.Logger) (*Client, error) {
-	api, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
+	ch := Discover(context.Background(), Env{})
+	c, err := newClient(ch, log)
+	if err == nil {
+		c.log.Debug("container engine", "host", ch.Host, "why", ch.Why())
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Client{api: api, log: log, strays: map[string]bool{}}, nil
+	return c, err
 }
 
 // NewAt connects to the daemon at host (a DOCKER_HOST value, such as
 // Podman's socket) instead of the environment's.
 func NewAt(host string, log *slog.Logger) (*Client, error) {
-	api, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(host), client.WithAPIVersionNegotiation())
+	c := Candidate{Host: host, Source: "the given host", Explicit: true, FromEnv: true}
+	var ch Choice
+	ch.settle(c, true)
+	return newClient(ch, log)
+}
+
+func newClient(ch Choice, log *slog.Logger) (*Client, error) {
+	api, err := newAPI(ch.chosen)
 	if err != nil {
-		return nil, fmt.Errorf("docker client for %s: %w", host, err)
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Client{api: api, log: log, strays: map[string]bool{}}, nil
+	return &Client{api: api, choice: ch, log: log, strays: map[string]bool{}}, nil
+}
+
+// cli is the API client in use.
+func (c *Client) cli() *client.Client {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	return c.api
+}
+
+// Choice is where the client looked for the engine and what it chose.
+func (c *Client) Choice() Choice {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	return c.choice
 }
 
 // Close releases the client's connections.
-func (c *Client) Close() error { return c.api.Close() }
+func (c *Client) Close() error { return c.cli().Close() }
+
+// rediscover looks again when no engine answered at the start and none was
+// named: a desktop engine started after pybox is found without a restart.
+func (c *Client) rediscover(ctx context.Context) bool {
+	if ch := c.Choice(); ch.Found || ch.chosen.Explicit {
+		return false
+	}
+	ch := Discover(ctx, Env{})
+	if !ch.Found {
+		return false
+	}
+	api, err := newAPI(ch.chosen)
+	if err != nil {
+		return false
+	}
+	c.amu.Lock()
+	old := c.api
+	c.api, c.choice = api, ch
+	c.amu.Unlock()
+	c.log.Info("container engine found", "host", ch.Host, "why", ch.Why())
+	_ = old.Close() // idle connections to a host that did not answer
+	return true
+}
 
 // Version describes the daemon.
 type Version struct {
@@ -73,18 +120,18 @@ type Version struct {
 
 // Ping checks that the daemon answers and returns its version and runtimes.
 func (c *Client) Ping(ctx context.Context) (Version, error) {
-	if _, err := c.api.Ping(ctx); err != nil {
-		if uerr := unreachable(err); errors.Is(uerr, ErrUnreachable) {
-			return Version{}, uerr
+	if _, err := c.cli().Ping(ctx); err != nil {
+		if c.rediscover(ctx) {
+			return c.Ping(ctx)
 		}
-		return Version{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return Version{}, c.unreachable(err, true)
 	}
-	sv, err := c.api.ServerVersion(ctx)
+	sv, err := c.cli().ServerVersion(ctx)
 	if err != nil {
-		return Version{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return Version{}, c.unreachable(err, true)
 	}
-	v := Version{Server: sv.Version, APIVersion: c.api.ClientVersion()}
-	info, err := c.api.Info(ctx)
+	v := Version{Server: sv.Version, APIVersion: c.cli().ClientVersion()}
+	info, err := c.cli().Info(ctx)
 	if err != nil {
 		return v, fmt.Errorf("daemon info: %w", err)
 	}
@@ -105,9 +152,9 @@ type Summary struct {
 
 // List returns every container (running or not) carrying all the labels.
 func (c *Client) List(ctx context.Context, labels map[string]string) ([]Summary, error) {
-	list, err := c.api.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(labels)})
+	list, err := c.cli().ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(labels)})
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", unreachable(err))
+		return nil, fmt.Errorf("list containers: %w", c.unreachable(err, false))
 	}
 	out := make([]Summary, 0, len(list))
 	for _, s := range list {
@@ -125,12 +172,12 @@ func (c *Client) List(ctx context.Context, labels map[string]string) ([]Summary,
 func (c *Client) Remove(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
-	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	err := c.cli().ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	// Podman refuses while the container is between states ("container
 	// state improper", as it stops on its own): a moment later it goes.
 	for i := 0; err != nil && i < 20 && strings.Contains(err.Error(), "state improper") && ctx.Err() == nil; i++ {
 		time.Sleep(50 * time.Millisecond)
-		err = c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		err = c.cli().ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	}
 	if err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
 		err = c.awaitRemoval(ctx, id) // the daemon is removing it (AutoRemove): it is ours once gone
@@ -139,7 +186,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	defer c.mu.Unlock()
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		c.strays[id] = true // the daemon away, say: RemoveStrays tries again
-		return fmt.Errorf("remove container %s: %w", short(id), unreachable(err))
+		return fmt.Errorf("remove container %s: %w", short(id), c.unreachable(err, false))
 	}
 	delete(c.strays, id)
 	return nil
@@ -148,7 +195,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 // awaitRemoval waits until container id no longer exists.
 func (c *Client) awaitRemoval(ctx context.Context, id string) error {
 	for {
-		_, err := c.api.ContainerInspect(ctx, id)
+		_, err := c.cli().ContainerInspect(ctx, id)
 		if err != nil {
 			return err // not found: removed
 		}
@@ -180,7 +227,7 @@ func (c *Client) RemoveStrays(ctx context.Context) int {
 func (c *Client) Kill(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
-	err := c.api.ContainerKill(ctx, id, "SIGKILL")
+	err := c.cli().ContainerKill(ctx, id, "SIGKILL")
 	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 		return fmt.Errorf("kill container %s: %w", short(id), err)
 	}
@@ -191,27 +238,29 @@ func (c *Client) Kill(ctx context.Context, id string) error {
 func IsNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
 // unreachable marks a failure to reach the daemon with ErrUnreachable so
-// callers can tell "Docker is down" from other failures.
-func unreachable(err error) error {
+// callers can tell "Docker is down" from other failures; its text is the
+// report of where the engine was looked for. With any, every failure
+// counts as unreachable (a ping), else only a failed connection.
+func (c *Client) unreachable(err error, any bool) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied while trying to connect"):
-		return fmt.Errorf("%w: %w", ErrUnreachable, permissionError{err})
-	case client.IsErrConnectionFailed(err):
-		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return fmt.Errorf("%w: %w", ErrUnreachable, permissionError{c.Choice().Host, err})
+	case any || client.IsErrConnectionFailed(err):
+		return &UnreachableError{Text: c.Choice().Report(err), Cause: err}
 	}
 	return err
 }
 
 // permissionError: the daemon's socket is there but this user may not use it.
-type permissionError struct{ cause error }
+type permissionError struct {
+	host  string
+	cause error
+}
 
 func (e permissionError) Error() string {
-	sock := "/var/run/docker.sock"
-	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
-		sock = strings.TrimPrefix(h, "unix://")
-	}
+	sock := strings.TrimPrefix(e.host, "unix://")
 	return "permission denied on " + sock + ": add your user to the docker group (or set DOCKER_HOST)"
 }
 

@@ -17,7 +17,7 @@ import (
 func (c *Client) ContainerEvents(ctx context.Context, since, until time.Time, labels map[string]string) ([]string, error) {
 	args := labelFilter(labels)
 	args.Add("type", string(events.ContainerEventType))
-	msgs, errs := c.api.Events(ctx, events.ListOptions{
+	msgs, errs := c.cli().Events(ctx, events.ListOptions{
 		Since: unixNano(since), Until: unixNano(until), Filters: args,
 	})
 	var out []string
@@ -42,7 +42,7 @@ func (c *Client) sawOOM(ctx context.Context, id string) bool {
 	args := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", id),
 		filters.Arg("event", string(events.ActionOOM)))
 	now := time.Now()
-	msgs, errs := c.api.Events(ctx, events.ListOptions{Since: unixNano(now.Add(-oomLookback)), Until: unixNano(now), Filters: args})
+	msgs, errs := c.cli().Events(ctx, events.ListOptions{Since: unixNano(now.Add(-oomLookback)), Until: unixNano(now), Filters: args})
 	select {
 	case <-msgs:
 		return true

@@ -30,12 +30,12 @@ type Image struct {
 
 // InspectImage returns the image named ref; found is false when it is absent.
 func (c *Client) InspectImage(ctx context.Context, ref string) (img Image, found bool, err error) {
-	ii, err := c.api.ImageInspect(ctx, ref)
+	ii, err := c.cli().ImageInspect(ctx, ref)
 	if IsNotFound(err) {
 		return Image{}, false, nil
 	}
 	if err != nil {
-		return Image{}, false, fmt.Errorf("inspect image %s: %w", ref, unreachable(err))
+		return Image{}, false, fmt.Errorf("inspect image %s: %w", ref, c.unreachable(err, false))
 	}
 	img = Image{ID: ii.ID, Tags: ii.RepoTags, Digests: ii.RepoDigests, Size: ii.Size}
 	if ii.Config != nil {
@@ -53,12 +53,12 @@ func (c *Client) BuildImage(ctx context.Context, buildContext io.Reader, dockerf
 	for k, v := range args {
 		ba[k] = &v
 	}
-	resp, err := c.api.ImageBuild(ctx, buildContext, build.ImageBuildOptions{
+	resp, err := c.cli().ImageBuild(ctx, buildContext, build.ImageBuildOptions{
 		Tags: []string{tag}, Dockerfile: dockerfile, BuildArgs: ba, Labels: labels,
 		Remove: true, ForceRemove: true, NetworkMode: "default",
 	})
 	if err != nil {
-		return fmt.Errorf("build image %s: %w", tag, unreachable(err))
+		return fmt.Errorf("build image %s: %w", tag, c.unreachable(err, false))
 	}
 	defer resp.Body.Close()
 	return displayStream(resp.Body, progress)
@@ -66,7 +66,7 @@ func (c *Client) BuildImage(ctx context.Context, buildContext io.Reader, dockerf
 
 // ImportImage creates an image from a root filesystem tarball.
 func (c *Client) ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string) error {
-	rc, err := c.api.ImageImport(ctx, image.ImportSource{Source: rootfs, SourceName: "-"}, ref,
+	rc, err := c.cli().ImageImport(ctx, image.ImportSource{Source: rootfs, SourceName: "-"}, ref,
 		image.ImportOptions{Changes: changes, Message: "pybox offline base"})
 	if err != nil {
 		return fmt.Errorf("import image %s: %w", ref, err)
@@ -77,7 +77,7 @@ func (c *Client) ImportImage(ctx context.Context, rootfs io.Reader, ref string, 
 
 // PullImage pulls ref, writing progress lines to progress.
 func (c *Client) PullImage(ctx context.Context, ref string, progress io.Writer) error {
-	rc, err := c.api.ImagePull(ctx, ref, image.PullOptions{})
+	rc, err := c.cli().ImagePull(ctx, ref, image.PullOptions{})
 	if err != nil {
 		return fmt.Errorf("pull image %s: %w", ref, err)
 	}
@@ -87,7 +87,7 @@ func (c *Client) PullImage(ctx context.Context, ref string, progress io.Writer) 
 
 // TagImage adds the tag dst to the image src.
 func (c *Client) TagImage(ctx context.Context, src, dst string) error {
-	if err := c.api.ImageTag(ctx, src, dst); err != nil {
+	if err := c.cli().ImageTag(ctx, src, dst); err != nil {
 		return fmt.Errorf("tag image %s as %s: %w", src, dst, err)
 	}
 	return nil
@@ -95,7 +95,7 @@ func (c *Client) TagImage(ctx context.Context, src, dst string) error {
 
 // RemoveImage removes ref; an absent image counts as removed.
 func (c *Client) RemoveImage(ctx context.Context, ref string) error {
-	_, err := c.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+	_, err := c.cli().ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
 	if err != nil && !IsNotFound(err) {
 		return fmt.Errorf("remove image %s: %w", ref, err)
 	}
@@ -104,9 +104,9 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 
 // ListImages returns the images carrying the label key=value.
 func (c *Client) ListImages(ctx context.Context, key, value string) ([]Image, error) {
-	list, err := c.api.ImageList(ctx, image.ListOptions{Filters: labelFilter(map[string]string{key: value})})
+	list, err := c.cli().ImageList(ctx, image.ListOptions{Filters: labelFilter(map[string]string{key: value})})
 	if err != nil {
-		return nil, fmt.Errorf("list images: %w", unreachable(err))
+		return nil, fmt.Errorf("list images: %w", c.unreachable(err, false))
 	}
 	out := make([]Image, 0, len(list))
 	for _, s := range list {
@@ -118,7 +118,7 @@ func (c *Client) ListImages(ctx context.Context, key, value string) ([]Image, er
 // Commit turns the stopped container id into the image ref with the given
 // Dockerfile changes (ENV, LABEL, CMD...) and returns the new image ID.
 func (c *Client) Commit(ctx context.Context, id, ref, comment string, changes []string) (string, error) {
-	resp, err := c.api.ContainerCommit(ctx, id, container.CommitOptions{
+	resp, err := c.cli().ContainerCommit(ctx, id, container.CommitOptions{
 		Reference: ref, Comment: comment, Author: "pybox", Changes: changes,
 	})
 	if err != nil {

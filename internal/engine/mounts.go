@@ -71,9 +71,9 @@ func (c *Client) checkCreated(ctx context.Context, id string, host *container.Ho
 	if host == nil || len(host.Mounts) == 0 {
 		return nil
 	}
-	ins, err := c.api.ContainerInspect(ctx, id)
+	ins, err := c.cli().ContainerInspect(ctx, id)
 	if err != nil {
-		return fmt.Errorf("inspect created container: %w", unreachable(err))
+		return fmt.Errorf("inspect created container: %w", c.unreachable(err, false))
 	}
 	return verifyMounts(ins, host.Mounts)
 }

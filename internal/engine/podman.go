@@ -30,7 +30,7 @@ func (c *Client) flavor(ctx context.Context) flavor {
 	if f.known {
 		return f
 	}
-	sv, err := c.api.ServerVersion(ctx)
+	sv, err := c.cli().ServerVersion(ctx)
 	if err != nil {
 		return flavor{}
 	}
@@ -136,7 +136,7 @@ func (c *Client) podmanInfo(ctx context.Context) (rootless, cgroupV1 bool) {
 	if err != nil {
 		return false, false
 	}
-	resp, err := c.api.HTTPClient().Do(req)
+	resp, err := c.cli().HTTPClient().Do(req)
 	if err != nil {
 		c.log.Warn("could not ask Podman whether it is rootless", "err", err)
 		return false, false

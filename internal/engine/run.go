@@ -65,7 +65,7 @@ func (c *Client) Run(ctx context.Context, spec Spec) (exit Exit, err error) {
 }
 
 func (c *Client) runCreated(ctx context.Context, id string, spec Spec) (Exit, error) {
-	hj, err := c.api.ContainerAttach(ctx, id, container.AttachOptions{
+	hj, err := c.cli().ContainerAttach(ctx, id, container.AttachOptions{
 		Stream: true, Stdin: spec.Stdin != nil, Stdout: true, Stderr: true,
 	})
 	if err != nil {
@@ -82,7 +82,7 @@ func (c *Client) runCreated(ctx context.Context, id string, spec Spec) (Exit, er
 	// The wait must outlive ctx: on cancellation we still kill and collect the exit.
 	waiter := c.waitNextExit(ctx, id)
 	defer waiter.stop()
-	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+	if err := c.cli().ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return Exit{}, fmt.Errorf("start container: %w", err)
 	}
 	started := time.Now()
@@ -175,7 +175,7 @@ func waitError(w container.WaitResponse) error {
 func (c *Client) oomKilled(ctx context.Context, id string) bool {
 	deadline := time.Now().Add(oomSettle)
 	for {
-		ins, err := c.api.ContainerInspect(ctx, id)
+		ins, err := c.cli().ContainerInspect(ctx, id)
 		switch {
 		case err == nil && ins.State != nil && ins.State.OOMKilled:
 			return true
@@ -233,7 +233,7 @@ func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
 	if err := c.adapt(cctx, spec.Host); err != nil {
 		return "", err
 	}
-	created, err := c.api.ContainerCreate(cctx, spec.Config, spec.Host, nil, nil, spec.Name)
+	created, err := c.cli().ContainerCreate(cctx, spec.Config, spec.Host, nil, nil, spec.Name)
 	if err != nil {
 		if spec.Name != "" && answerLost(err) {
 			// The request went out but its answer did not come back: the
@@ -241,7 +241,7 @@ func (c *Client) Create(ctx context.Context, spec Spec) (string, error) {
 			// away) by RemoveStrays later.
 			_ = c.Remove(ctx, spec.Name)
 		}
-		return "", fmt.Errorf("create container: %w", unreachable(err))
+		return "", fmt.Errorf("create container: %w", c.unreachable(err, false))
 	}
 	err = c.checkCreated(cctx, created.ID, spec.Host)
 	if err == nil && ctx.Err() != nil {

@@ -29,7 +29,7 @@ type waitResult struct {
 // container, and stop it on every path.
 func (c *Client) waitNextExit(ctx context.Context, id string) *exitWaiter {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	waitC, errC := c.api.ContainerWait(ctx, id, container.WaitConditionNextExit)
+	waitC, errC := c.cli().ContainerWait(ctx, id, container.WaitConditionNextExit)
 	w := &exitWaiter{result: make(chan waitResult, 1), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
