@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -20,11 +19,11 @@ func lockBuild(ctx context.Context, variant string) (unlock func(), err error) {
 		return nil, fmt.Errorf("build lock: %w", err)
 	}
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
+		held, err := tryLock(f)
+		if err == nil && !held {
 			return func() { f.Close() }, nil // closing the file releases the lock
 		}
-		if err != syscall.EWOULDBLOCK {
+		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("build lock: %w", err)
 		}

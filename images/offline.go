@@ -205,8 +205,7 @@ func chrootApt(ctx context.Context, root string, args []string) error {
 	cmd := exec.CommandContext(ctx, "chroot", append([]string{root, "apt-get"}, args...)...)
 	cmd.Env = chrootEnv()
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	ownGroup(cmd)
 	cmd.WaitDelay = 30 * time.Second
 	err := cmd.Run()
 	if err == nil {
@@ -214,7 +213,7 @@ func chrootApt(ctx context.Context, root string, args []string) error {
 	}
 	if cmd.Process != nil {
 		// ESRCH, the usual answer, means nothing was left.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("apt-get install stopped: %w", context.Cause(ctx))

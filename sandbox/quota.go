@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/docker/go-units"
@@ -52,15 +51,6 @@ func checkDisk(dir string, reserve, need int64) error {
 			ErrQuota, units.BytesSize(float64(free)), units.BytesSize(float64(reserve)))
 	}
 	return nil
-}
-
-// diskFree is what the disk under dir has free for unprivileged users.
-func diskFree(dir string) (int64, bool) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, false
-	}
-	return int64(st.Bavail) * st.Bsize, true
 }
 
 // measure adds up dirs, stopping once the total is over stop, without

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -164,7 +163,7 @@ func TestFileToolsRefuse(t *testing.T) {
 	mustDo(t, os.Symlink(secret, filepath.Join(root, "evil.py")))
 	mustDo(t, os.Symlink("real.py", filepath.Join(root, "alias.py")))
 	mustDo(t, os.Symlink(outside, filepath.Join(root, "d")))
-	mustDo(t, syscall.Mkfifo(filepath.Join(root, "p.py"), 0o666))
+	mkfifo(t, filepath.Join(root, "p.py"))
 	mustDo(t, os.Mkdir(filepath.Join(root, "dir.py"), 0o755))
 	tests := []struct{ path, want string }{
 		{"../../etc/passwd", "outside the code storage directory"},

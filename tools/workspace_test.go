@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -216,8 +215,7 @@ func TestWriteFileOwnsNewDirs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := fi.Sys().(*syscall.Stat_t)
-		if got := [2]uint32{st.Uid, st.Gid}; got != want || !fi.IsDir() {
+		if got := fileOwner(t, fi); got != want || !fi.IsDir() {
 			t.Errorf("%s owned by %v, want %v", rel, got, want)
 		}
 	}
@@ -231,7 +229,7 @@ func TestListFiles(t *testing.T) {
 	putFile(t, h, "sub/inner.txt", []byte("123"))
 	putFile(t, h, ".pybox-tmp-0011223344aa", []byte("half-written"))
 	mustDo(t, os.Symlink("sub", filepath.Join(root, "link")))
-	mustDo(t, syscall.Mkfifo(filepath.Join(root, "pipe"), 0o666))
+	mkfifo(t, filepath.Join(root, "pipe"))
 	want := ListFilesOutput{Path: ".", Entries: []FileEntry{
 		{Name: "A.txt", Type: "file", Size: 1},
 		{Name: "b.txt", Type: "file", Size: 5},
@@ -285,7 +283,7 @@ func TestWorkspaceToolsRefuse(t *testing.T) {
 	mustDo(t, os.Symlink("real.txt", filepath.Join(root, "alias.txt")))
 	mustDo(t, os.Symlink(outside, filepath.Join(root, "out")))
 	mustDo(t, os.Symlink("dir", filepath.Join(root, "dirlink")))
-	mustDo(t, syscall.Mkfifo(filepath.Join(root, "p"), 0o666))
+	mkfifo(t, filepath.Join(root, "p"))
 	const outsideMsg, notFile, notDir = "outside the workspace", "not a regular file", "not a directory"
 	tests := []struct{ path, read, write, list string }{
 		{"../../etc/passwd", outsideMsg, outsideMsg, outsideMsg},

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -207,13 +206,12 @@ func (a *app) openSessions() (*storage.Dir, error) {
 // sandbox.Config.SharedUID), the folder is shared with the sandbox user's
 // group (storage.Dir.Share).
 func (a *app) openStorage(path string) (*storage.Dir, error) {
-	var before syscall.Stat_t
-	statErr := syscall.Stat(path, &before)
+	ownerUID, _, owned := fileOwner(path)
 	dir, err := storage.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if os.Geteuid() != 0 {
+	if !chownsForSandbox || os.Geteuid() != 0 {
 		return dir, nil
 	}
 	var uid, gid int
@@ -224,7 +222,7 @@ func (a *app) openStorage(path string) (*storage.Dir, error) {
 	switch {
 	case a.sandbox.OwnUIDs():
 		err = dir.Share(uid, gid)
-	case statErr == nil && before.Uid != 0:
+	case owned && ownerUID != 0:
 		dir.SetNewOwner(uid, gid) // the folders pybox makes in it
 	default:
 		err = dir.SetOwner(uid, gid)
@@ -241,12 +239,11 @@ func (a *app) openStorage(path string) (*storage.Dir, error) {
 // is a regular user (so files programs write there are theirs, and the
 // folder is never given away), else the image's unprivileged user.
 func (c *config) sandboxUser() string {
-	if os.Geteuid() != 0 {
+	if !chownsForSandbox || os.Geteuid() != 0 {
 		return sandbox.SandboxUser()
 	}
-	var st syscall.Stat_t
-	if syscall.Stat(c.StorageDir, &st) == nil && st.Uid != 0 {
-		return fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+	if uid, gid, ok := fileOwner(c.StorageDir); ok && uid != 0 {
+		return fmt.Sprintf("%d:%d", uid, gid)
 	}
 	return images.SandboxUser
 }

@@ -342,6 +342,7 @@ func (c *config) accessLogger(w io.Writer) (*slog.Logger, error) {
 // validate checks settings that have no parser of their own.
 func (c *config) validate() error {
 	var errs []error
+	c.StorageDir, c.StateDir = hostPath(c.StorageDir), hostPath(c.StateDir)
 	switch c.Build {
 	case "auto", "online", "offline", "never":
 	default:

@@ -40,18 +40,27 @@ func checkBindSources(mounts []mount.Mount) error {
 
 // verifyMounts compares the bind mounts the daemon recorded for a created
 // container with those requested: same sources, targets and modes, and no
-// other bind mount.
+// other bind mount. A source Docker Desktop recorded in its own spelling
+// of the same host folder (see desktopSpellings) counts as the same.
 func verifyMounts(ins container.InspectResponse, want []mount.Mount) error {
 	var binds []string
+	spelt := map[string]string{}
 	for _, m := range want {
 		if m.Type == mount.TypeBind {
 			binds = append(binds, bindKey(m.Source, m.Target, !m.ReadOnly))
+			for _, s := range desktopSpellings(m.Source) {
+				spelt[s] = m.Source
+			}
 		}
 	}
 	var got []string
 	for _, m := range ins.Mounts {
 		if m.Type == mount.TypeBind {
-			got = append(got, bindKey(m.Source, m.Destination, m.RW))
+			src := m.Source
+			if asked, ok := spelt[src]; ok {
+				src = asked
+			}
+			got = append(got, bindKey(src, m.Destination, m.RW))
 		}
 	}
 	slices.Sort(binds)

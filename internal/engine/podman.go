@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/go-units"
@@ -72,8 +71,8 @@ func (c *Client) adapt(ctx context.Context, host *container.HostConfig) error {
 	if f.rootless && f.cgroupV1 && (host.Memory > 0 || host.NanoCPUs > 0 || host.PidsLimit != nil) {
 		return ErrLimitsUnenforced
 	}
-	host.Ulimits = withLimit(host.Ulimits, "nproc", rlimitNProc, podmanNProc)
-	host.Ulimits = withLimit(host.Ulimits, "nofile", syscall.RLIMIT_NOFILE, podmanNoFile)
+	host.Ulimits = withLimit(host.Ulimits, "nproc", podmanNProc)
+	host.Ulimits = withLimit(host.Ulimits, "nofile", podmanNoFile)
 	for target, opts := range host.Tmpfs {
 		host.Tmpfs[target] = podmanTmpfs(opts)
 	}
@@ -88,23 +87,19 @@ func (c *Client) adapt(ctx context.Context, host *container.HostConfig) error {
 var ErrLimitsUnenforced = errors.New("rootless Podman on a host with cgroup v1 cannot enforce memory, CPU or process limits (it starts containers without them), " +
 	"so pybox will not run sandboxes there: use rootful Podman, Docker, or a host with cgroup v2")
 
-// withLimit adds the ulimit name (resource) at n, capped by this process's
-// own hard limit, unless ulimits already has it.
-func withLimit(ulimits []*units.Ulimit, name string, resource int, n int64) []*units.Ulimit {
+// withLimit adds the ulimit name at n, capped by this process's own hard
+// limit (see hardLimit), unless ulimits already has it.
+func withLimit(ulimits []*units.Ulimit, name string, n int64) []*units.Ulimit {
 	for _, u := range ulimits {
 		if u.Name == name {
 			return ulimits
 		}
 	}
-	var own syscall.Rlimit
-	if syscall.Getrlimit(resource, &own) == nil && own.Max < uint64(n) {
-		n = int64(own.Max)
+	if max, ok := hardLimit(name); ok && max < uint64(n) {
+		n = int64(max)
 	}
 	return append(slices.Clip(ulimits), &units.Ulimit{Name: name, Soft: n, Hard: n})
 }
-
-// rlimitNProc is RLIMIT_NPROC (not in package syscall on every platform).
-const rlimitNProc = 6
 
 // podmanTmpfs rewrites tmpfs options for Podman 4, which refuses uid=,
 // gid= and nr_inodes=: a tmpfs owned by a uid becomes one owned by the

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // suffix ends every lease file's name: <id>.lock.
@@ -87,7 +86,7 @@ func (d *Dir) Acquire(id string) (*Lease, error) {
 		if d.afterCreate != nil {
 			d.afterCreate(id)
 		}
-		l, err := d.lock(f, id, syscall.LOCK_EX)
+		l, err := d.lock(f, id, true)
 		if !errors.Is(err, fs.ErrNotExist) {
 			return l, err
 		}
@@ -114,17 +113,18 @@ func (d *Dir) TryTake(id string) (*Lease, error) {
 	}
 	// Read-only (flock needs no more); non-blocking in case the name was
 	// swapped for a FIFO since Lstat (lock then sees it is not the file).
-	f, err := d.root.OpenFile(fileName(id), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := d.root.OpenFile(fileName(id), os.O_RDONLY|oNonblock, 0)
 	if err != nil {
 		return nil, fmt.Errorf("lease %s: %w", id, err)
 	}
-	return d.lock(f, id, syscall.LOCK_EX|syscall.LOCK_NB)
+	return d.lock(f, id, false)
 }
 
-// lock flocks f, then checks that id's path still names f. On failure it
+// lock locks f exclusively (waiting for it with wait, else failing with
+// ErrHeld), then checks that id's path still names f. On failure it
 // closes f; a path that no longer names f fails with fs.ErrNotExist.
-func (d *Dir) lock(f *os.File, id string, how int) (*Lease, error) {
-	if err := flock(f, how); err != nil {
+func (d *Dir) lock(f *os.File, id string, wait bool) (*Lease, error) {
+	if err := lockFile(f, wait); err != nil {
 		f.Close()
 		if errors.Is(err, ErrHeld) {
 			return nil, fmt.Errorf("lease %s: %w", id, err)

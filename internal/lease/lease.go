@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"syscall"
 )
 
 // ErrHeld: a live process holds the lease.
@@ -69,24 +68,8 @@ func (l *Lease) Release() error {
 	return nil
 }
 
-// flock locks f (how: LOCK_EX, perhaps with LOCK_NB).
-func flock(f *os.File, how int) error {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := sc.Control(func(fd uintptr) { ferr = syscall.Flock(int(fd), how) }); err != nil {
-		return err
-	}
-	if errors.Is(ferr, syscall.EWOULDBLOCK) {
-		return ErrHeld
-	}
-	return ferr
-}
-
 // sameFile reports whether info describes the regular file f.
 func sameFile(f *os.File, info fs.FileInfo) bool {
 	held, err := f.Stat()
-	return err == nil && info.Mode().IsRegular() && os.SameFile(held, info)
+	return err == nil && info.Mode().IsRegular() && os.SameFile(held, info) && !deletePending(f)
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 )
 
@@ -28,6 +27,7 @@ func acquire(t *testing.T, d *Dir) *Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Release() }) // closes the file (Windows removes no folder with an open file); a second Release only fails
 	return l
 }
 
@@ -147,6 +147,8 @@ func TestAcquireRecreatesARemovedFile(t *testing.T) {
 // TestLockChecksThePath: a lock on a file its path no longer names (removed,
 // or replaced by a new file) is not a lease.
 func TestLockChecksThePath(t *testing.T) {
+	skipOnWine(t, "Wine removes a file only when its last handle closes and keeps its name until then; "+
+		"Windows unlinks it at once (POSIX semantics, 1809 and later) or marks it delete-pending, which lock sees")
 	for _, replace := range []bool{false, true} {
 		d := openDir(t)
 		id := NewID()
@@ -154,7 +156,7 @@ func TestLockChecksThePath(t *testing.T) {
 		if err := os.WriteFile(path, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		f, err := os.Open(path)
+		f, err := d.root.OpenFile(fileName(id), os.O_RDONLY, 0) // on Windows too, the name can then be removed
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +168,7 @@ func TestLockChecksThePath(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := d.lock(f, id, syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := d.lock(f, id, false); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("replaced=%v: lock of an unlinked file: %v; want fs.ErrNotExist", replace, err)
 		}
 	}
@@ -184,9 +186,7 @@ func TestTryTakeRefuses(t *testing.T) {
 	if err := os.Symlink(fileName(target.ID()), d.File(link)); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(d.File(fifo), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	mkfifo(t, d.File(fifo))
 	for _, id := range []string{link, fifo, "../" + target.ID(), "", "ABC"} {
 		if l, err := d.TryTake(id); err == nil {
 			l.Release()
@@ -219,6 +219,7 @@ func TestIDs(t *testing.T) {
 // TestOpenResolvesSymlinks: two spellings of one folder give one path, the
 // value containers are labelled with.
 func TestOpenResolvesSymlinks(t *testing.T) {
+	skipOnWine(t, "Wine's symbolic links are not reparse points, which filepath.EvalSymlinks resolves on Windows")
 	real := filepath.Join(t.TempDir(), "owners")
 	link := filepath.Join(t.TempDir(), "link")
 	a, err := Open(real)
@@ -237,7 +238,7 @@ func TestOpenResolvesSymlinks(t *testing.T) {
 	if a.Path() != b.Path() {
 		t.Errorf("paths %q and %q; want one", a.Path(), b.Path())
 	}
-	if fi, err := os.Stat(real); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(real); modeChecked && (err != nil || fi.Mode().Perm() != 0o700) {
 		t.Errorf("folder mode %v (%v); want 0700", fi.Mode().Perm(), err)
 	}
 }

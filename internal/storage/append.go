@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"syscall"
 )
 
 // appendMutex serializes Dir.Append calls (the Dir's appendMu field), so two
@@ -74,7 +73,7 @@ func tooLarge(rel string, size, add, maxTotal int64) error {
 // the same folder that carries old's permission bits (and owner, as root).
 func (d *Dir) replace(p *place, data []byte, old fs.FileInfo) error {
 	tmp := tempPrefix + randomHex(6)
-	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
 	if err != nil {
 		return d.wrap("append", p.rel, err)
 	}
@@ -98,13 +97,4 @@ func writeTemp(f *os.File, data []byte, old fs.FileInfo) error {
 	}
 	_, werr := f.Write(data)
 	return errors.Join(owner, f.Chmod(old.Mode().Perm()), werr, f.Sync(), f.Close())
-}
-
-// ownerOf returns the uid and gid recorded in fi, when the platform has them.
-func ownerOf(fi fs.FileInfo) (uid, gid int, ok bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, 0, false
-	}
-	return int(st.Uid), int(st.Gid), true
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // Entry is one directory entry as List reports it.
@@ -59,7 +58,7 @@ func (d *Dir) openDir(rel string) (*os.File, error) {
 	if err := d.refuseNonDir(rel); err != nil {
 		return nil, err
 	}
-	f, err := d.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
+	f, err := d.root.OpenFile(rel, os.O_RDONLY|oNonblock|oDirectory, 0)
 	if err != nil {
 		return nil, d.wrap("open directory", rel, err)
 	}

@@ -3,9 +3,6 @@ package storage
 import (
 	"io/fs"
 	"os"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // openDir opens dir under root for reading, not following a symlink. When
@@ -28,16 +25,12 @@ func openDir(root *os.Root, dir string) (*os.File, error) {
 			return nil, err
 		}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err == nil && os.Geteuid() != 0 &&
-		int(st.Uid) == os.Geteuid() && st.Mode&0o500 != 0o500 {
-		_ = f.Chmod(fs.FileMode(st.Mode&0o7777) | 0o700) // a failure shows as a denied stat
-	}
+	searchable(f)
 	return f, nil
 }
 
 func openNoFollow(root *os.Root, dir string) (*os.File, error) {
-	return root.OpenFile(dir, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	return root.OpenFile(dir, os.O_RDONLY|oNonblock|oDirectory|oNoFollow, 0)
 }
 
 // ownDir reports whether dir is a directory (not a symlink) the server's
@@ -47,6 +40,6 @@ func ownDir(root *os.Root, dir string) (fs.FileMode, bool) {
 	if err != nil || !fi.IsDir() {
 		return 0, false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return fi.Mode().Perm(), ok && int(st.Uid) == os.Geteuid()
+	uid, _, ok := ownerOf(fi)
+	return fi.Mode().Perm(), ok && uid == os.Geteuid()
 }

@@ -251,7 +251,7 @@ func (d *Dir) writeIn(p *place, r io.Reader) error {
 		return err
 	}
 	tmp := tempPrefix + randomHex(6)
-	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o644)
 	if err != nil {
 		return d.wrap("write", p.rel, err)
 	}
@@ -345,7 +345,7 @@ func (d *Dir) openRegularIn(p *place) (*os.File, fs.FileInfo, error) {
 	if err := d.refuseSpecialIn(p); err != nil {
 		return nil, nil, err
 	}
-	f, err := p.dir.OpenFile(p.name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, err := p.dir.OpenFile(p.name, os.O_RDONLY|oNonblock|oNoFollow, 0)
 	if err != nil {
 		return nil, nil, d.wrap("open", rel, err)
 	}

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -99,7 +97,7 @@ func TestStorageRel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := d.Rel(tt.in)
-		if got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+		if got != filepath.FromSlash(tt.want) || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
 			t.Errorf("Rel(%q) = %q, %v; want %q, %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
@@ -202,11 +200,11 @@ func TestStorageAppendKeepsMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fi.Mode(), fs.FileMode(0o750); got != want {
+	if got, want := fi.Mode(), fs.FileMode(0o750); got != want && modeBits {
 		t.Errorf("mode after Append = %v, want %v", got, want)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); root && (st.Uid != 10001 || st.Gid != 10002) {
-		t.Errorf("owner after Append = %d:%d, want 10001:10002", st.Uid, st.Gid)
+	if uid, gid, ok := fileOwner(fi); root && ok && (uid != 10001 || gid != 10002) {
+		t.Errorf("owner after Append = %d:%d, want 10001:10002", uid, gid)
 	}
 }
 
@@ -263,11 +261,8 @@ func plant(t *testing.T, d *storage.Dir) string {
 	must(os.Symlink("real.py", at("inside.py")))
 	must(os.Symlink(outside, at("d")))
 	must(os.Symlink("missing-target", at("dangling.py")))
-	must(syscall.Mkfifo(at("fifo.py"), 0o666))
 	must(os.Mkdir(at("dir.py"), 0o755))
-	l, err := net.Listen("unix", at("sock.py"))
-	must(err)
-	t.Cleanup(func() { l.Close() })
+	plantSpecial(t, at)
 	return outside
 }
 
@@ -277,6 +272,7 @@ func plant(t *testing.T, d *storage.Dir) string {
 // they point inside the root: a file the tools act on must be the file
 // named, never a link the sandbox planted.
 func TestStorageHostile(t *testing.T) {
+	skipOnWine(t, symlinksPlanted)
 	d := open(t)
 	outside := plant(t, d)
 	ops := []struct {
@@ -306,6 +302,9 @@ func TestStorageHostile(t *testing.T) {
 		{".", storage.ErrNotFile, fs.ErrExist},
 	}
 	for _, tt := range tests {
+		if _, err := os.Lstat(filepath.Join(d.Path(), tt.rel)); errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(tt.rel, "new.py") {
+			continue // a FIFO or socket, on a platform that has none (plantSpecial)
+		}
 		for _, op := range ops {
 			t.Run(op.name+"/"+tt.rel, func(t *testing.T) {
 				want := tt.want
@@ -343,6 +342,9 @@ func checkUntouched(t *testing.T, d *storage.Dir, outside string) {
 		"fifo.py": fs.ModeNamedPipe, "sock.py": fs.ModeSocket, "dir.py": fs.ModeDir}
 	for name, kind := range kinds {
 		fi, err := os.Lstat(filepath.Join(d.Path(), name))
+		if errors.Is(err, fs.ErrNotExist) && (name == "fifo.py" || name == "sock.py") && !specialFiles {
+			continue
+		}
 		if err != nil || fi.Mode().Type() != kind {
 			t.Errorf("%s is no longer a %v: %v", name, kind, err)
 		}
@@ -353,6 +355,7 @@ func checkUntouched(t *testing.T, d *storage.Dir, outside string) {
 
 // TestStorageStat does not follow a final symlink and refuses an escaping parent.
 func TestStorageStat(t *testing.T) {
+	skipOnWine(t, symlinksPlanted)
 	d := open(t)
 	plant(t, d)
 	fi, err := d.Stat("abs.py")

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // walkBatch is how many entries are read from a directory at a time.
@@ -25,20 +23,26 @@ type entry struct {
 	dir, name string // the directory (relative to the root) and the entry's name
 	typ       fs.FileMode
 	raw       syscall.RawConn // the open directory
-	failed    error           // set by stat when permission was denied
-	prune     bool            // set by the visitor: do not descend into this folder
+	root      *os.Root
+	failed    error // set by stat when permission was denied
+	prune     bool  // set by the visitor: do not descend into this folder
 }
 
 // stat describes the entry without following it, against the open
 // directory, so a path swapped meanwhile cannot redirect it.
-func (e *entry) stat() (st unix.Stat_t, err error) {
-	cerr := e.raw.Control(func(fd uintptr) {
-		err = unix.Fstatat(int(fd), e.name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	})
+func (e *entry) stat() (fileStat, error) {
+	st, err := e.lstat()
 	if err != nil && denied(err) {
 		e.failed = fmt.Errorf("stat %s: %w", e.name, err)
 	}
-	return st, errors.Join(cerr, err)
+	return st, err
+}
+
+// fileStat is what the walk needs of an entry.
+type fileStat struct {
+	size    int64
+	alloc   int64 // bytes allocated on disk
+	regular bool
 }
 
 // walk visits the tree under root, directory by directory, reading each in
@@ -88,7 +92,7 @@ func walkDir(root *os.Root, dir string, visit visitFunc) (subdirs []string, ok b
 	if err != nil {
 		return nil, true, nil
 	}
-	e := &entry{dir: dir, raw: raw}
+	e := &entry{dir: dir, raw: raw, root: root}
 	for {
 		batch, rerr := f.ReadDir(walkBatch)
 		for _, de := range batch {
@@ -162,7 +166,7 @@ func MeasureExcept(path string, stop Usage, skip map[string]bool) (Usage, error)
 		}
 		if e.typ.IsRegular() {
 			if st, err := e.stat(); err == nil {
-				u.Bytes += max(st.Size, st.Blocks*512)
+				u.Bytes += max(st.size, st.alloc)
 			}
 		}
 		return !u.Over(stop)
@@ -191,8 +195,8 @@ func (d *Dir) Files(limit, maxEntries int) (files []File, more bool) {
 		if !e.typ.IsRegular() || strings.HasPrefix(e.name, tempPrefix) {
 			return true
 		}
-		if st, err := e.stat(); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			files = append(files, File{Path: filepath.ToSlash(filepath.Join(e.dir, e.name)), Bytes: st.Size})
+		if st, err := e.stat(); err == nil && st.regular {
+			files = append(files, File{Path: filepath.ToSlash(filepath.Join(e.dir, e.name)), Bytes: st.size})
 		}
 		return true
 	})

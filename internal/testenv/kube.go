@@ -161,7 +161,7 @@ func startProc(dir, bin, logName string, args ...string) (proc, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the tests
+	cmd.SysProcAttr = orphanGuard() // never outlives the tests
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return proc{}, fmt.Errorf("start %s: %w", filepath.Base(bin), err)

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -297,7 +296,7 @@ func killCgroups(dir string) {
 		b, _ := os.ReadFile(p)
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				killPid(pid)
 			}
 		}
 		return nil
@@ -321,7 +320,7 @@ func unmountUnder(dir string) {
 	}
 	slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
 	for _, m := range mounts {
-		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+		unmount(m)
 	}
 }
 
@@ -351,7 +350,7 @@ func removeCgroups(dir string) {
 			removeCgroups(filepath.Join(dir, e.Name()))
 		}
 	}
-	_ = syscall.Rmdir(dir)
+	_ = os.Remove(dir) // an empty cgroup folder: rmdir
 }
 
 func waitPath(p string, limit time.Duration) error {

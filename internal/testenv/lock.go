@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,7 +47,7 @@ func LockLayerCache(t testing.TB, eng *engine.Client) *Layers {
 			t.Fatalf("layer-cache lock: %v", err)
 		}
 		start := time.Now()
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		if err := lockExclusive(f); err != nil {
 			f.Close()
 			t.Fatalf("layer-cache lock %s: %v", path, err)
 		}
