@@ -21,6 +21,10 @@ import (
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
+// UnreachableError is a failure to reach the engine; its text says where
+// pybox looked for it and what to do.
+type UnreachableError = engine.UnreachableError
+
 // Errors callers branch on.
 var (
 	// ErrBusy: every slot stayed taken for the whole queue wait.

@@ -269,6 +269,10 @@ func (h *handlers) infraError(ctx context.Context, err error) error {
 		text := err.Error()
 		return errors.New("Docker is not usable: " + text[max(strings.Index(text, "permission denied on "), 0):])
 	case errors.Is(err, sandbox.ErrUnreachable):
+		var ue *sandbox.UnreachableError
+		if errors.As(err, &ue) {
+			return errors.New(ue.Error()) // where pybox looked, and what to do
+		}
 		return errors.New("Docker is not reachable: start the Docker daemon (run `pybox doctor` for details)")
 	case errors.Is(err, sandbox.ErrShutdown):
 		return errors.New("the server is shutting down; the run was stopped and its container removed")

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
 )
@@ -84,9 +85,10 @@ func (d *doctor) run(ctx context.Context, a *app) {
 		return
 	}
 	if err != nil {
-		d.line(false, "docker", err.Error()+" — start dockerd (or Docker Desktop) and check DOCKER_HOST and socket permissions")
+		d.line(false, "docker", err.Error())
 		return
 	}
+	d.engine(a.engine.Choice())
 	d.line(true, "docker", fmt.Sprintf("engine %s, API %s", v.Server, v.APIVersion))
 	d.line(true, "runtimes", strings.Join(v.Runtimes, ", ")+runtimeNote(v.Runtimes, a.cfg.Runtime))
 	img, found, err := a.engine.InspectImage(ctx, a.image)
@@ -104,6 +106,14 @@ func (d *doctor) run(ctx context.Context, a *app) {
 	d.line(true, "code storage", store.Path())
 	d.selfTest(ctx, a, a.sandbox, "")
 	d.gvisor(ctx, a, v.Runtimes)
+}
+
+// engine says which engine was chosen and why, and where pybox looked.
+func (d *doctor) engine(ch engine.Choice) {
+	d.line(true, "engine", ch.Why())
+	for _, p := range ch.Places() {
+		fmt.Fprintf(d.out, "     %-22s %s\n", "", p)
+	}
 }
 
 // gvisor says whether gVisor's runsc is there and works: the self-test

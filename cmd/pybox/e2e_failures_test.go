@@ -77,7 +77,7 @@ func TestDockerUnreachable(t *testing.T) {
 	doc := exec.Command(pyboxBin, "doctor")
 	doc.Env = append(os.Environ(), noDaemon)
 	out, _ = doc.CombinedOutput()
-	if code := doc.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "FAIL docker") || !strings.Contains(string(out), "start dockerd") {
+	if code := doc.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "FAIL docker") || !strings.Contains(string(out), "named by DOCKER_HOST") || !strings.Contains(string(out), "start that engine") {
 		t.Errorf("doctor without Docker: exit %d\n%s", code, out)
 	}
 }

@@ -1,5 +1,10 @@
 //go:build !windows
 
+// The end-to-end tests drive the real binary against a daemon that shares
+// this host's files and uids (Linux; they also build for macOS). On Windows
+// the engine runs in Docker Desktop's virtual machine: they are not built
+// there, and the Windows build's unit tests run in CI under Wine.
+
 package main
 
 import (

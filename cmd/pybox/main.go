@@ -13,8 +13,9 @@ import (
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time (.ci/release):
+// -ldflags "-X main.version=v1.2.3 -X main.commit=<git sha>".
+var version, commit = "dev", ""
 
 const usage = `pybox runs Python safely: every program in a fresh, locked-down Docker container.
 
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "gc":
 		err = gcCmd(ctx, args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "pybox", version)
+		fmt.Fprintln(stdout, versionLine())
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
