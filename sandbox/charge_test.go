@@ -1,3 +1,5 @@
+//go:build !windows
+
 package sandbox_test
 
 import (
@@ -45,7 +47,7 @@ func TestChargeKeepsTheDiskReserve(t *testing.T) {
 	if err := syscall.Statfs(ws, &st); err != nil {
 		t.Fatal(err)
 	}
-	free := int64(st.Bavail) * st.Bsize
+	free := int64(st.Bavail) * int64(st.Bsize) // Bsize is uint32 on darwin
 	// Half the free space is reserved: taking all of it passes the
 	// reserve by far, taking 1 KiB not, however much other processes
 	// write meanwhile (within reason).

@@ -121,10 +121,12 @@ type Version struct {
 // Ping checks that the daemon answers and returns its version and runtimes.
 func (c *Client) Ping(ctx context.Context) (Version, error) {
 	if _, err := c.cli().Ping(ctx); err != nil {
-		if c.rediscover(ctx) {
-			return c.Ping(ctx)
+		before := c.cli()
+		uerr := c.unreachable(err, true) // looks again when no engine answered before
+		if c.cli() != before {
+			return c.Ping(ctx) // found since
 		}
-		return Version{}, c.unreachable(err, true)
+		return Version{}, uerr
 	}
 	sv, err := c.cli().ServerVersion(ctx)
 	if err != nil {
@@ -248,7 +250,9 @@ func (c *Client) unreachable(err error, any bool) error {
 	case errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied while trying to connect"):
 		return fmt.Errorf("%w: %w", ErrUnreachable, permissionError{c.Choice().Host, err})
 	case any || client.IsErrConnectionFailed(err):
-		return &UnreachableError{Text: c.Choice().Report(err), Cause: err}
+		text := c.Choice().Report(err)
+		c.rediscover(context.Background()) // an engine started since: the next call uses it
+		return &UnreachableError{Text: text, Cause: err}
 	}
 	return err
 }

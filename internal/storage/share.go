@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"syscall"
 )
 
 // SharedDirMode is the mode of the directories of a shared Dir: the
@@ -52,8 +51,7 @@ func (d *Dir) shareOld(uid int) error {
 		if err != nil {
 			return nil // gone meanwhile
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || int(st.Uid) != uid {
+		if owner, _, ok := ownerOf(fi); !ok || owner != uid {
 			return nil
 		}
 		want := fi.Mode()
