@@ -202,9 +202,26 @@ type soakSampler struct {
 	samples                        atomic.Int64
 	mu                             sync.Mutex
 	tenantName                     string
+	where                          map[string]int64 // allocated by folder, in the last sample (sampler's goroutine only)
+	whereAtPeak                    string
 }
 
-func (s *soakSampler) tenant() string { s.mu.Lock(); defer s.mu.Unlock(); return s.tenantName }
+func (s *soakSampler) tenant() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tenantName + "; its biggest folders then: " + s.whereAtPeak
+}
+
+// biggest names tenant's biggest folders (over 1 MiB) in where.
+func biggest(where map[string]int64, tenant string) string {
+	var b strings.Builder
+	for k, v := range where {
+		if v > 1<<20 && strings.Contains(k, ":"+tenant) {
+			fmt.Fprintf(&b, "%s=%dMiB ", k, v>>20)
+		}
+	}
+	return b.String()
+}
 
 func (s *soakSampler) run(ctx context.Context, t *testing.T) {
 	deadline, _ := ctx.Deadline()
@@ -230,6 +247,7 @@ func (s *soakSampler) run(ctx context.Context, t *testing.T) {
 			if raise(&s.peakTenant, n) {
 				s.mu.Lock()
 				s.tenantName = name
+				s.whereAtPeak = biggest(s.where, name)
 				s.mu.Unlock()
 			}
 		}
@@ -247,6 +265,7 @@ func (s *soakSampler) run(ctx context.Context, t *testing.T) {
 // their length), in total and per tenant.
 func (s *soakSampler) disk() (alloc, apparent int64, byTenant, apparentByTenant map[string]int64) {
 	byTenant, apparentByTenant = map[string]int64{}, map[string]int64{}
+	s.where = map[string]int64{}
 	for _, root := range s.dirs {
 		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -266,6 +285,11 @@ func (s *soakSampler) disk() (alloc, apparent int64, byTenant, apparentByTenant 
 				name := strings.SplitN(rel, string(filepath.Separator), 2)[0]
 				byTenant[name] += blocks
 				apparentByTenant[name] += fi.Size()
+				parts := strings.SplitN(rel, string(filepath.Separator), 4)
+				if len(parts) > 3 {
+					parts = parts[:3]
+				}
+				s.where[filepath.Base(root)+":"+filepath.Join(parts...)] += blocks
 			}
 			return nil
 		})
