@@ -9,7 +9,7 @@ import (
 
 // toolingVars are PYBOX_* variables that are not settings: the test
 // suite's and CI's own (they configure tests, never the server).
-var toolingVars = []string{"PYBOX_FS_SERVER", "PYBOX_INSPECTOR", "PYBOX_NPM_MODULES", "PYBOX_PODMAN_HOST", "PYBOX_SOAK_CALLS",
+var toolingVars = []string{"PYBOX_FS_SERVER", "PYBOX_INSPECTOR", "PYBOX_NPM_MODULES", "PYBOX_PODMAN_HOST", "PYBOX_SOAK_CALLS", "PYBOX_SOAK",
 	"PYBOX_K8S_BIN", "PYBOX_K8S_BENCH_LOG", "PYBOX_K8S_BENCH_N"}
 
 // toolingPrefixes likewise (PYBOX_DOCTOR* are `pybox doctor`'s probes).
