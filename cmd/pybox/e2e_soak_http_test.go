@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
 // The soak's tenants: two well-behaved ones (a and b, from 127.0.0.1) and
@@ -52,6 +54,7 @@ const (
 // descriptors and threads, and the disk under code storage and the state
 // dir, stay bounded. PYBOX_SOAK sets the length (CI: 60s; e.g. 10m).
 func TestSoakHostileTenantsHTTP(t *testing.T) {
+	testenv.SkipShort(t, "the Docker daemon") // before the build of the echo server
 	length := soakDefaultRange
 	if v := os.Getenv("PYBOX_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
