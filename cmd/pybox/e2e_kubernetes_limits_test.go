@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -71,12 +72,26 @@ check("environment", not k8s and "PYBOX_RLIMITS" not in os.environ, k8s)
 // KUBERNETES_* variable, and a session writing past its workspace gets
 // ENOSPC, not an eviction later.
 func TestKubernetesPodLimits(t *testing.T) {
-	kubeconfig, image := kubeNodeForLimits(t)
+	kubeconfig, image, cs := kubeNodeForLimits(t)
 	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image, "PYBOX_WORKSPACE_QUOTA=64m")
 	out, _ := s.exec(map[string]any{"code": podLimitsProbe, "timeout_s": 120})
 	if out.ExitCode != 0 || strings.Count(out.Stdout, " ok\n") != 5 {
 		t.Errorf("limits in a pod: %+v", out)
 	}
+	// Output past the cap is dropped in the pod: its log (on the node's
+	// disk) stays small while the program prints 64 MiB.
+	ctx := t.Context()
+	flood := make(chan struct{})
+	go func() {
+		defer close(flood)
+		s.cs.CallTool(ctx, callParams("execute_code", map[string]any{"timeout_s": 20, "code": "import sys, time\nfor _ in range(64):\n    sys.stdout.write('x' * (1 << 20))\nsys.stdout.flush()\nsys.stderr.write('flooded-mark\\n')\nsys.stderr.flush()\ntime.sleep(60)"}))
+	}()
+	if n := podLogBytes(t, cs, "flooded-mark"); n > 8<<20 {
+		t.Errorf("the pod's log holds %d bytes after 64 MiB printed past the cap", n)
+	} else {
+		t.Logf("pod log after 64 MiB printed: %d bytes", n)
+	}
+	<-flood
 	// A session's workspace is a sized tmpfs: past 64 MiB, ENOSPC at once.
 	start := time.Now()
 	out, _ = s.exec(map[string]any{"session_id": "w", "timeout_s": 120, "code": `
@@ -102,7 +117,7 @@ except OSError as e:
 
 // kubeNodeForLimits starts a control plane and a node for one test and
 // returns a kubeconfig for namespace "sandboxes" and the runtime image.
-func kubeNodeForLimits(t *testing.T) (kubeconfig, image string) {
+func kubeNodeForLimits(t *testing.T) (kubeconfig, image string, cs kubernetes.Interface) {
 	bin := testenv.KubeBin(t)
 	if why := testenv.KubeNodeReady(bin); why != "" {
 		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
@@ -126,7 +141,7 @@ func kubeNodeForLimits(t *testing.T) (kubeconfig, image string) {
 			t.Logf("kubelet log:\n%s", node.Log("kubelet"))
 		}
 	})
-	cs := kubernetes.NewForConfigOrDie(cp.Admin)
+	cs = kubernetes.NewForConfigOrDie(cp.Admin)
 	const ns = "sandboxes"
 	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -138,5 +153,33 @@ func kubeNodeForLimits(t *testing.T) (kubeconfig, image string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kubeconfig, image
+	return kubeconfig, image, cs
 }
+
+// podLogBytes waits for the one running pod of namespace sandboxes whose
+// log contains mark and returns the size of that log (read up to 16 MiB).
+func podLogBytes(t *testing.T, cs kubernetes.Interface, mark string) int {
+	var size int
+	wait, stop := context.WithTimeout(t.Context(), 90*time.Second)
+	defer stop()
+	found := testenv.WaitFor(wait, func() bool {
+		pods, err := cs.CoreV1().Pods("sandboxes").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			raw, err := cs.CoreV1().Pods("sandboxes").GetLogs(p.Name, &corev1.PodLogOptions{LimitBytes: ptrTo(int64(16 << 20))}).DoRaw(t.Context())
+			if err == nil && strings.Contains(string(raw), mark) {
+				size = len(raw)
+				return true
+			}
+		}
+		return false
+	})
+	if !found {
+		t.Errorf("no pod's log shows %q", mark)
+	}
+	return size
+}
+
+func ptrTo[T any](v T) *T { return &v }
