@@ -111,7 +111,7 @@ func TestStalledClientDoesNotHoldContainers(t *testing.T) {
 	cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+storage, "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never", "PYBOX_STALL_TIMEOUT=3s")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe() // never read: the client has stalled
-	var stderr syncBuffer
+	var stderr testenv.LogBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ print("done")
 	if !strings.Contains(stubs.Stubs, "def echo(text: str, times: int | None = None) -> Any:") || len(stubs.Tools) != 10 {
 		t.Errorf("list_mcp_tools: %+v", stubs)
 	}
-	if _, ok := s.stderr.await("code mode: tool call", "crashing on purpose"); !ok {
+	if _, ok := s.stderr.Await("code mode: tool call", "crashing on purpose"); !ok {
 		t.Errorf("the calls and the server's stderr are not in the log")
 	}
 }

@@ -67,7 +67,7 @@ type server struct {
 	storage string
 	state   string // PYBOX_STATE_DIR, unless the caller passed its own
 	eng     *engine.Client
-	stderr  *syncBuffer
+	stderr  *testenv.LogBuffer
 	labels  map[string]string // which containers are this server's; nil: its pid label
 	killed  bool              // by the test, on purpose: its session cannot close cleanly
 	layers  *testenv.Layers   // the test's hold on the layer cache (packageServer)
@@ -109,7 +109,7 @@ func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string)
 	t.Helper()
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	s := &server{t: t, storage: t.TempDir(), state: t.TempDir(), eng: eng, stderr: &syncBuffer{}, cmd: cmd}
+	s := &server{t: t, storage: t.TempDir(), state: t.TempDir(), eng: eng, stderr: &testenv.LogBuffer{}, cmd: cmd}
 	// Later entries win, so a caller can pass its own storage or state dir.
 	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + s.state, "PYBOX_BUILD=never"}
 	if serverRuntime != "" {

@@ -252,7 +252,7 @@ func TestShutdownCancelsRunsInFlight(t *testing.T) {
 			cmd.Env = append(cmd.Environ(), "CODE_STORAGE_DIR="+storage, "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_BUILD=never")
 			stdin, _ := cmd.StdinPipe()
 			cmd.Stdout = io.Discard
-			var stderr syncBuffer
+			var stderr testenv.LogBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

@@ -35,7 +35,7 @@ type httpServer struct {
 	storage string
 	state   string
 	tokens  string // the tokens file ("" = none)
-	stderr  *syncBuffer
+	stderr  *testenv.LogBuffer
 	eng     *engine.Client
 	exited  chan error
 }
@@ -58,7 +58,7 @@ func startHTTP(t *testing.T, noTokens bool, env ...string) *httpServer {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	h := &httpServer{t: t, url: "http://" + addr, storage: t.TempDir(), state: t.TempDir(), stderr: &syncBuffer{}, eng: eng, exited: make(chan error, 1)}
+	h := &httpServer{t: t, url: "http://" + addr, storage: t.TempDir(), state: t.TempDir(), stderr: &testenv.LogBuffer{}, eng: eng, exited: make(chan error, 1)}
 	args := []string{"serve", "--http", addr}
 	if !noTokens {
 		h.tokens = filepath.Join(t.TempDir(), "tokens")

@@ -46,7 +46,7 @@ func TestHTTPTokensReload(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if _, ok := h.stderr.await("line 2", "broken line is refused"); !ok {
+	if _, ok := h.stderr.Await("line 2", "broken line is refused"); !ok {
 		t.Errorf("the broken line is not named in the log")
 	}
 	if _, err := a.ListTools(t.Context(), nil); err == nil {

@@ -182,7 +182,7 @@ func TestRestoredEnvironmentIsVerified(t *testing.T) {
 	if out := s3.python("print(1)"); out != "1\n" {
 		t.Errorf("print(1) after restoring a saved python_path \"true\": %q; want 1", out)
 	}
-	if log, ok := s3.stderr.await(`python_path \"true\" is not a CPython interpreter`); !ok {
+	if log, ok := s3.stderr.Await(`python_path \"true\" is not a CPython interpreter`); !ok {
 		t.Errorf("the server log does not say why the saved environment was dropped:\n%s", log)
 	}
 }
@@ -217,7 +217,7 @@ func TestInitialEnvironmentMustBeCPython(t *testing.T) {
 	if res := s.call("execute_code", map[string]any{"code": "print(1)"}); !res.IsError {
 		t.Errorf("execute_code print(1) with PYBOX_PYTHON_PATH=true succeeded: %s; want a tool error", structured(res))
 	}
-	if log, ok := s.stderr.await(`python_path \"true\" is not a CPython interpreter`); !ok {
+	if log, ok := s.stderr.Await(`python_path \"true\" is not a CPython interpreter`); !ok {
 		t.Errorf("the server log does not say why the environment is not ready:\n%s", log)
 	}
 }

@@ -61,7 +61,7 @@ func TestPolicyRuntime(t *testing.T) {
 		t.Errorf("strict policy, daemon has runsc=%v: the sandbox kernel is %q (%s)", hasRunsc, out.Stdout, text(res))
 	}
 	if hasRunsc {
-		if log, ok := s.stderr.await("runtime=runsc"); !ok {
+		if log, ok := s.stderr.Await("runtime=runsc"); !ok {
 			t.Errorf("the log does not say the policy chose runsc:\n%s", log)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
 // pidOf is the pid an echo server's slow or echo tool reported.
@@ -189,7 +191,7 @@ func TestManagerHTTPOversizedResult(t *testing.T) {
 // key in its URL's path and query, and in a header: what the caller (and
 // so code) sees names the server and the failure, never the URL.
 func TestManagerErrorsHideSecrets(t *testing.T) {
-	var logBuf syncBuf
+	var logBuf testenv.LogBuffer
 	m := newTestManager([]Server{{Name: "web", URL: "http://127.0.0.1:1/mcp/PATHKEY?api_key=SECRET", Headers: map[string]string{"Authorization": "Bearer HDRKEY"}}},
 		slog.New(slog.NewTextHandler(&logBuf, nil)))
 	t.Cleanup(m.Close)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
 func writeJSON(t *testing.T, v string) string {
@@ -103,7 +105,7 @@ func TestManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logBuf syncBuf
+	var logBuf testenv.LogBuffer
 	m := newTestManager([]Server{{Name: "echo", Command: bin}}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	defer m.Close()
 	ctx := context.Background()
@@ -149,7 +151,7 @@ func TestManager(t *testing.T) {
 	if _, err := m.Call(ctx, "nope.echo", nil, time.Second); err == nil || !strings.Contains(err.Error(), "SERVER.TOOL") {
 		t.Errorf("an unknown server: %v", err)
 	}
-	if !logBuf.await("crashing on purpose") { // copied from the server's stderr by a goroutine of its own
+	if _, ok := logBuf.Await("crashing on purpose"); !ok { // copied from the server's stderr by a goroutine of its own
 		t.Errorf("the server's stderr is not in the log:\n%s", logBuf.String())
 	}
 }

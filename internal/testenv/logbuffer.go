@@ -1,6 +1,4 @@
-//go:build !windows
-
-package main
+package testenv
 
 import (
 	"bytes"
@@ -9,16 +7,20 @@ import (
 	"time"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's stderr copier. The
-// server writes its log from its own goroutines, so a line about a call
-// may come after the call's reply: await waits for it.
-type syncBuffer struct {
+// LogWait bounds how long a test waits for a line of another process's
+// log: generous, for a loaded machine; a line that never comes costs it.
+const LogWait = 30 * time.Second
+
+// LogBuffer is a log sink safe for concurrent writers (a server's stderr
+// copier, a goroutine relaying a child's stderr). Such a line may come
+// after the reply a test acted on: Await waits for it.
+type LogBuffer struct {
 	mu      sync.Mutex
 	b       bytes.Buffer
 	changed chan struct{} // closed by the next Write; nil when nobody waits
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.changed != nil {
@@ -28,20 +30,16 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
 }
 
-// logWait bounds how long a test waits for a line of another process's
-// log: generous, for a loaded machine; a line that never comes costs it.
-const logWait = 30 * time.Second
-
-// await waits, up to logWait, until the log holds every one of want, waking
+// Await waits, up to LogWait, until the log holds every one of want, waking
 // at each write; it returns the log and whether it holds them all.
-func (b *syncBuffer) await(want ...string) (string, bool) {
-	deadline := time.NewTimer(logWait)
+func (b *LogBuffer) Await(want ...string) (string, bool) {
+	deadline := time.NewTimer(LogWait)
 	defer deadline.Stop()
 	for {
 		b.mu.Lock()
