@@ -28,26 +28,35 @@ func refusal(id json.RawMessage, max int) []byte {
 // by), so only that call fails and the connection goes on (the SDK ends
 // the whole connection past its own 16 MiB line limit).
 type lineBound struct {
+	pieces
 	r   *bufio.Reader
 	max int
-	out []byte // what Read returns next
-	err error  // after out
+}
+
+// pieces is a Reader over whole pieces (lines, events) that pull makes one
+// at a time; pull's error ends the stream after its piece.
+type pieces struct {
+	pull func() ([]byte, error)
+	out  []byte // what Read returns next
+	err  error  // after out
+}
+
+func (p *pieces) Read(b []byte) (int, error) {
+	for len(p.out) == 0 {
+		if p.err != nil {
+			return 0, p.err
+		}
+		p.out, p.err = p.pull()
+	}
+	n := copy(b, p.out)
+	p.out = p.out[n:]
+	return n, nil
 }
 
 func newLineBound(r io.Reader, max int) *lineBound {
-	return &lineBound{r: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-func (b *lineBound) Read(p []byte) (int, error) {
-	for len(b.out) == 0 {
-		if b.err != nil {
-			return 0, b.err
-		}
-		b.out, b.err = b.next()
-	}
-	n := copy(p, b.out)
-	b.out = b.out[n:]
-	return n, nil
+	b := &lineBound{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	b.pull = b.next
+	return b
 }
 
 // next reads one line (with its newline); err is the stream's end or

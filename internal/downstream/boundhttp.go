@@ -33,7 +33,9 @@ func (h httpBound) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		resp.Body = &eventBound{r: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, max: h.max, id: id}
+		e := &eventBound{r: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, max: h.max, id: id}
+		e.pull = e.next
+		resp.Body = e
 		return resp, nil
 	}
 	resp.Body, err = boundBody(resp.Body, h.max, id)
@@ -83,27 +85,14 @@ func boundBody(body io.ReadCloser, max int, id json.RawMessage) (io.ReadCloser, 
 // each of at most max bytes kept; at a longer one the stream ends, with a
 // refusal of call id as its last event (or an error, for no call).
 type eventBound struct {
+	pieces
 	r    *bufio.Reader
 	body io.Closer
 	max  int
 	id   json.RawMessage
-	out  []byte
-	err  error
 }
 
 func (e *eventBound) Close() error { return e.body.Close() }
-
-func (e *eventBound) Read(p []byte) (int, error) {
-	for len(e.out) == 0 {
-		if e.err != nil {
-			return 0, e.err
-		}
-		e.out, e.err = e.next()
-	}
-	n := copy(p, e.out)
-	e.out = e.out[n:]
-	return n, nil
-}
 
 // next reads one event: lines up to an empty one.
 func (e *eventBound) next() ([]byte, error) {

@@ -118,8 +118,8 @@ func TestManagerRestartsSilentServer(t *testing.T) {
 	}
 	frozen := pidOf(t, res.StructuredContent)
 	t.Cleanup(func() { killPID(frozen) })
-	if _, err := m.Call(ctx, "echo.freeze", nil, 500*time.Millisecond); err == nil {
-		t.Fatalf("a frozen server answered")
+	if r, err := m.Call(ctx, "echo.freeze", nil, 500*time.Millisecond); err == nil {
+		t.Fatalf("a frozen server answered: %+v", r)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -122,7 +122,9 @@ func boundTools(s *mcp.Server) {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "freeze", Description: "Stop the process (SIGSTOP)."}, func(ctx context.Context, r *mcp.CallToolRequest, in none) (*mcp.CallToolResult, any, error) {
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-		return nil, nil, nil
+		// The stop reaches every thread a moment later: never answer, or
+		// this thread could write the reply before it stops.
+		select {}
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "The process's environment."}, func(ctx context.Context, r *mcp.CallToolRequest, in none) (*mcp.CallToolResult, map[string]any, error) {
 		return nil, map[string]any{"env": os.Environ()}, nil
