@@ -51,7 +51,9 @@ print after a done frame is framed under the nonce in force when the
 supervisor reads it. If the worker dies the supervisor exits with its status.
 When its stdin closes (pybox discards the container, or is gone: Docker and
 Kubernetes close it with the attach stream, StdinOnce) the supervisor exits
-at once, and every process of the container with it.
+at once, and every process of the container with it; so does a supervisor
+that pybox never spoke to within GREET seconds of its start (a pod that its
+server, killed meanwhile, created but never attached to).
 """
 import gc
 import json
@@ -64,6 +66,7 @@ import time
 MAX_DRAIN = 1 << 20  # bytes read from the worker's pipes after it says done
 MAX_CALL = 512 << 10  # bytes of one tool call (a frame holds at most 1 MiB)
 LINGER = 5  # seconds the supervisor of a once container waits after its verdict
+GREET = 60  # seconds the supervisor waits for pybox's first bytes (pybox gives up on a runner that is not ready within a minute)
 
 
 def refuse(why):
@@ -179,8 +182,18 @@ class Supervisor:
         handlers = {self.req_w: self.feed, self.out_r: self.relay, self.err_r: self.relay,
                     self.ctl_r: self.control, self.wake_r: self.wakeup, 0: self.requests,
                     self.call_r: self.call, self.reply_w: self.reply}
+        greet_by = time.monotonic() + GREET
         while True:
-            for fd, _ in self.poller.poll():
+            timeout = None
+            if not self.greeted:
+                left = greet_by - time.monotonic()
+                if left <= 0:
+                    # pybox never spoke: its server died before it attached
+                    # (a pod started after its server was killed). Nobody
+                    # will: end, as when stdin closes.
+                    os._exit(0)
+                timeout = left * 1000
+            for fd, _ in self.poller.poll(timeout):
                 handlers[fd](fd)
 
     def requests(self, fd):
