@@ -169,19 +169,32 @@ func (a *Account) room(workspace string, size int64) error {
 	if err := a.ensureKnown(); err != nil {
 		return err
 	}
+	err, dirty := a.charge(size)
+	if err != nil && dirty { // a run ended since the last figure (it may have deleted files): measure, then decide
+		if merr := a.measure(); merr != nil {
+			return merr
+		}
+		err, _ = a.charge(size)
+	}
+	return err
+}
+
+// charge charges a file of size bytes, or says why it does not fit, and
+// whether the figure it judged by predates a change (a run's end).
+func (a *Account) charge(size int64) (err error, dirty bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.unreadLocked(); err != nil {
-		return err
+		return err, false
 	}
 	file := storage.Usage{Bytes: size, Files: 1}
 	if now := a.used.Add(a.reserved); now.Add(file).Over(a.quota) {
 		return fmt.Errorf("%w: the workspace holds %s; with %s more it would pass its quota of %s: delete files to make room",
-			ErrQuota, describe(now, false), units.BytesSize(float64(size)), describe(a.quota, false))
+			ErrQuota, describe(now, false), units.BytesSize(float64(size)), describe(a.quota, false)), a.changed != a.clean
 	}
 	a.used = a.used.Add(file)
 	a.changed++
-	return nil
+	return nil, false
 }
 
 // unreadLocked is the refusal for a folder the server cannot read.

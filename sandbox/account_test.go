@@ -41,6 +41,7 @@ func TestAccountReserve(t *testing.T) {
 	if _, err := a.Reserve(storage.Usage{Bytes: 2 << 20, Files: 1}); !errors.Is(err, ErrQuota) {
 		t.Fatalf("a second reservation past the quota: %v; want ErrQuota", err)
 	}
+	fill(t, filepath.Join(dir, "copy"), 5<<20) // what the reservation was for: the copy, written
 	release()
 	release() // idempotent
 	if got := a.Usage().Bytes; got < 9<<20 {
