@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -201,12 +202,21 @@ func TestHTTPSessionBounds(t *testing.T) {
 
 // initialize posts an initialize request and returns the session it opened.
 func (h *httpServer) initialize(token, body string) (int, string) {
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
+	return postInitialize(context.Background(), http.DefaultClient, h.url, token, body)
+}
+
+// postInitialize posts an initialize (with token's bearer header unless
+// token is "") and returns the status and the session it opened; status 0:
+// the server closed the connection (refused before reading the body).
+func postInitialize(ctx context.Context, client *http.Client, url, token, body string) (int, string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil { // refused before the body was read: the server closed the connection
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
 		return 0, ""
 	}
 	defer resp.Body.Close()

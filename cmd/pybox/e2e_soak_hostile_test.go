@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -160,12 +159,12 @@ func sessionFlood(ctx context.Context, h *httpServer, ip string, counts *soakCou
 	bigInit := strings.Replace(initializeBody, `"name":"raw"`, `"name":"`+strings.Repeat("x", 4<<20)+`"`, 1)
 	for ctx.Err() == nil {
 		for range 2 {
-			code, _ := soakInitialize(ctx, client, h.url, bigInit)
+			code, _ := postInitialize(ctx, client, h.url, "", bigInit)
 			counts.add(fmt.Sprintf("hsess:big-init-%d", code))
 		}
 		var opened []string
 		for range soakMCPSessions + 4 {
-			code, id := soakInitialize(ctx, client, h.url, initializeBody)
+			code, id := postInitialize(ctx, client, h.url, "", initializeBody)
 			counts.add(fmt.Sprintf("hsess:init-%d", code))
 			if id != "" {
 				opened = append(opened, id)
@@ -192,24 +191,6 @@ func sessionFlood(ctx context.Context, h *httpServer, ip string, counts *soakCou
 		}
 		pause(ctx, 200*time.Millisecond) // a flood, but one that leaves the 2 cores to the server
 	}
-}
-
-// soakInitialize posts an initialize; code 0: the server closed the
-// connection (refused before reading the body).
-func soakInitialize(ctx context.Context, client *http.Client, url, body string) (int, string) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, ""
-	}
-	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
 }
 
 // slowLoris keeps opening connections from one address without a token:
