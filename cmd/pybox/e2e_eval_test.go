@@ -172,8 +172,8 @@ func TestEvalDeterministic(t *testing.T) {
 		for _, j := range []string{"1", "4"} {
 			out := filepath.Join(dir, "results-"+j+".jsonl")
 			args := []string{"-j", j, "-o", out, in}
-			if serverRuntime != "" {
-				args = append([]string{"--runtime", serverRuntime}, args...)
+			if rt := serverRuntime(t); rt != "" {
+				args = append([]string{"--runtime", rt}, args...)
 			}
 			if _, stderr, code := runEval(t, args...); code != 0 {
 				t.Fatalf("-j %s: exit %d\n%s", j, code, stderr)
@@ -350,8 +350,8 @@ func TestEvalBadInput(t *testing.T) {
 // evalEnv is the environment of a `pybox eval` under test.
 func evalEnv(t *testing.T) []string {
 	env := append(os.Environ(), "PYBOX_BUILD=never", "PYBOX_STATE_DIR="+t.TempDir(), "CODE_STORAGE_DIR="+t.TempDir())
-	if serverRuntime != "" {
-		env = append(env, "PYBOX_RUNTIME="+serverRuntime)
+	if rt := serverRuntime(t); rt != "" {
+		env = append(env, "PYBOX_RUNTIME="+rt)
 	}
 	return env
 }

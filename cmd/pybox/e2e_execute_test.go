@@ -121,7 +121,7 @@ func testForkBomb(t *testing.T) {
 	s := startServer(t)
 	code := "import os\nn = 0\nfor _ in range(100000):\n    try:\n        if os.fork() == 0:\n            import time; time.sleep(60)\n        n += 1\n    except OSError:\n        break\nprint('contained after', n)"
 	out, res := s.exec(map[string]any{"code": code, "timeout_s": 20})
-	if serverRuntime == "runsc" && (out.OOMKilled || out.ResourceKilled) {
+	if serverRuntime(t) == "runsc" && (out.OOMKilled || out.ResourceKilled) {
 		// gVisor: 128 processes pass the memory limit first, or its pids
 		// limit aborts the sandbox; either is a clear, contained result.
 		if !res.IsError && !out.OOMKilled {
@@ -208,7 +208,7 @@ func testIsolation(t *testing.T) {
 		{"no new privileges", got.NoNewPrivs == "1", got.NoNewPrivs},
 		// gVisor checks permissions before the read-only mount: EACCES there.
 		{"/usr read-only", strings.Contains(got.WriteUsr, "Read-only file system") ||
-			serverRuntime == "runsc" && strings.Contains(got.WriteUsr, "Permission denied"), got.WriteUsr},
+			serverRuntime(t) == "runsc" && strings.Contains(got.WriteUsr, "Permission denied"), got.WriteUsr},
 		{"/etc read-only", got.WriteEtc != "ok", got.WriteEtc},
 		{"/tmp writable", got.WriteTmp == "ok", got.WriteTmp},
 		{"workspace writable", got.WriteWorkspace == "ok", got.WriteWorkspace},

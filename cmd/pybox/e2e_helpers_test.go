@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,18 +74,35 @@ type server struct {
 	layers  *testenv.Layers   // the test's hold on the layer cache (packageServer)
 }
 
-// serverRuntime is the OCI runtime the servers a test starts use ("" =
-// the daemon's default); eachRuntime sets it for its subtests.
-var serverRuntime string
+// serverRuntimes maps each subtest eachRuntime made (by name) to its OCI
+// runtime; serverRuntime looks a test up there.
+var serverRuntimes sync.Map
+
+// serverRuntime is the OCI runtime the servers t starts use ("" = the
+// daemon's default): the runtime of the innermost eachRuntime subtest that
+// t is, or is under. Per test, so that tests run in parallel never see
+// another's.
+func serverRuntime(t testing.TB) string {
+	for name := t.Name(); ; {
+		if rt, ok := serverRuntimes.Load(name); ok {
+			return rt.(string)
+		}
+		i := strings.LastIndex(name, "/")
+		if i < 0 {
+			return ""
+		}
+		name = name[:i]
+	}
+}
 
 // eachRuntime runs f as a subtest under each runtime of testenv.Runtimes
 // (runc, and gVisor's runsc when the daemon has it): servers started in it
-// run their sandboxes under that runtime. Its subtests must not be parallel.
+// run their sandboxes under that runtime.
 func eachRuntime(t *testing.T, f func(t *testing.T)) {
 	for _, rt := range testenv.Runtimes(t, testenv.Docker(t)) {
 		t.Run(testenv.RuntimeName(rt), func(t *testing.T) {
-			serverRuntime = rt
-			defer func() { serverRuntime = "" }()
+			serverRuntimes.Store(t.Name(), rt)
+			t.Cleanup(func() { serverRuntimes.Delete(t.Name()) }) // after f's parallel subtests too
 			f(t)
 		})
 	}
@@ -112,8 +130,8 @@ func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string)
 	s := &server{t: t, storage: t.TempDir(), state: t.TempDir(), eng: eng, stderr: &testenv.LogBuffer{}, cmd: cmd}
 	// Later entries win, so a caller can pass its own storage or state dir.
 	defaults := []string{"CODE_STORAGE_DIR=" + s.storage, "PYBOX_STATE_DIR=" + s.state, "PYBOX_BUILD=never"}
-	if serverRuntime != "" {
-		defaults = append(defaults, "PYBOX_RUNTIME="+serverRuntime)
+	if rt := serverRuntime(t); rt != "" {
+		defaults = append(defaults, "PYBOX_RUNTIME="+rt)
 	}
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
 	s.cmd.Stderr = s.stderr

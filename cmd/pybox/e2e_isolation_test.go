@@ -25,11 +25,16 @@ var isolationAttacks = map[string]func(t *testing.T){
 	"forged verdict in a stateless run":   attackForgedRunVerdict,
 }
 
-// It runs under runc and under gVisor (runsc), when the daemon has it.
+// It runs under runc and under gVisor (runsc), when the daemon has it;
+// the attacks (each with its own server) run in parallel.
 func TestIsolationBattery(t *testing.T) {
+	t.Parallel()
 	eachRuntime(t, func(t *testing.T) {
 		for name, attack := range isolationAttacks {
-			t.Run(name, attack)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				attack(t)
+			})
 		}
 	})
 }
@@ -37,7 +42,8 @@ func TestIsolationBattery(t *testing.T) {
 // attackSessionMountSwap: a stateless run keeps swapping sessions/<id>
 // (which it can write, today) between a folder and a symlink to a host
 // directory while sessions start. No session may ever get the host
-// directory as its workspace.
+// directory as its workspace. It swaps until the last session has started
+// (the test's stop file), at most 35 s.
 func attackSessionMountSwap(t *testing.T) {
 	w := watchHost(t, "id_rsa")
 	s := startServer(t, "PYBOX_MAX_SESSIONS=4")
@@ -45,8 +51,8 @@ func attackSessionMountSwap(t *testing.T) {
 	swapper := fmt.Sprintf(`import os, time
 os.makedirs('sessions', exist_ok=True)
 open('swapping', 'w').close()
-end, n = time.time() + 20, 0
-while time.time() < end:
+end, n = time.time() + 35, 0
+while time.time() < end and not os.path.exists('stop'):
     for i in range(%d):
         p, n = 'sessions/victim%%d' %% i, n + 1
         try:
@@ -72,6 +78,7 @@ while time.time() < end:
 		}
 		s.call("close_session", map[string]any{"session_id": id})
 	}
+	stopFile(t, s.storage)
 	wg.Wait()
 	w.check()
 }
@@ -166,15 +173,15 @@ func pooled(s *server) int {
 }
 
 // attackConcurrentOutputs: a run that writes into other runs' output
-// folders while they run cannot make figures or files appear in their
-// results.
+// folders while they run (until the last has ended: the test's stop file)
+// cannot make figures or files appear in their results.
 func attackConcurrentOutputs(t *testing.T) {
 	s := startServer(t)
 	dropper := `import os, time, base64
 png = base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==')
 open('dropping', 'w').close()
-end = time.time() + 15
-while time.time() < end:
+end = time.time() + 25
+while time.time() < end and not os.path.exists('stop'):
     for d in os.listdir('outputs') if os.path.isdir('outputs') else []:
         p = os.path.join('outputs', d)
         if d.startswith('.') or not os.path.isdir(p) or os.path.islink(p): continue
@@ -195,6 +202,7 @@ while time.time() < end:
 				i, out.Artifacts, out.Figures, len(res.Content))
 		}
 	}
+	stopFile(t, s.storage)
 	wg.Wait()
 }
 
@@ -273,6 +281,15 @@ func attackForgedRunVerdict(t *testing.T) {
 		if !strings.Contains(out.Stderr, "reached: []") {
 			t.Errorf("run %d reached the runner's channel: %s", i, out.Stderr)
 		}
+	}
+}
+
+// stopFile tells a program looping in code storage dir to stop (it polls
+// for the file "stop").
+func stopFile(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -106,8 +106,8 @@ func TestSessionOutputsAreTheTurnsOwn(t *testing.T) { eachRuntime(t, testSession
 
 func testSessionOutputsAreTheTurnsOwn(t *testing.T) {
 	env := []string{"PYBOX_TOOLSET=mcp-executor", "PYBOX_WARM_POOL=0"}
-	if serverRuntime != "" {
-		env = append(env, "PYBOX_RUNTIME="+serverRuntime)
+	if rt := serverRuntime(t); rt != "" {
+		env = append(env, "PYBOX_RUNTIME="+rt)
 	}
 	h := startHTTP(t, false, env...)
 	a, b := h.connect(tokenA), h.connect(tokenA) // one tenant, two connections

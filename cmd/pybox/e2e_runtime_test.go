@@ -45,15 +45,15 @@ func TestRuntimeParity(t *testing.T) {
 		case !strings.Contains(out.Stdout, "fork refused after"):
 			t.Errorf("fork bomb: %s", text(res))
 		}
-		t.Logf("fork bomb under %s: exit %d, oom=%v resource_killed=%v, %q", serverRuntimeName(), out.ExitCode, out.OOMKilled, out.ResourceKilled, strings.TrimSpace(out.Stdout))
+		t.Logf("fork bomb under %s: exit %d, oom=%v resource_killed=%v, %q", serverRuntimeName(t), out.ExitCode, out.OOMKilled, out.ResourceKilled, strings.TrimSpace(out.Stdout))
 		if out, res := s.exec(map[string]any{"code": "print('after')"}); out.Stdout != "after\n" {
 			t.Errorf("after the battery: %s", text(res))
 		}
 		// With memory to spare, the process limit is what stops it.
 		few := startServer(t, "PYBOX_PIDS=32", "PYBOX_MEMORY=2g")
 		out, res = few.exec(map[string]any{"code": bomb, "timeout_s": 60})
-		t.Logf("fork bomb with 32 processes under %s: exit %d, resource_killed=%v, %q", serverRuntimeName(), out.ExitCode, out.ResourceKilled, strings.TrimSpace(out.Stdout))
-		if serverRuntime == "runsc" {
+		t.Logf("fork bomb with 32 processes under %s: exit %d, resource_killed=%v, %q", serverRuntimeName(t), out.ExitCode, out.ResourceKilled, strings.TrimSpace(out.Stdout))
+		if serverRuntime(t) == "runsc" {
 			if !out.ResourceKilled || !res.IsError || !strings.Contains(text(res), "resource limits") || !strings.Contains(out.Stdout, "before") {
 				t.Errorf("gVisor's abort past the process limit is not reported as such: %s", text(res))
 			}
@@ -63,9 +63,9 @@ func TestRuntimeParity(t *testing.T) {
 	})
 }
 
-func serverRuntimeName() string {
-	if serverRuntime == "" {
-		return "runc"
+func serverRuntimeName(t testing.TB) string {
+	if rt := serverRuntime(t); rt != "" {
+		return rt
 	}
-	return serverRuntime
+	return "runc"
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,16 +14,20 @@ import (
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
-// layerLock is this process's hold on the layer-cache lock file.
+// layerLock is this process's hold on the layer-cache lock file, by one
+// top-level test at a time (turn has room for one).
 var layerLock struct {
 	sync.Mutex
+	owner   string // the top-level test holding it
 	holders int
 	f       *os.File
 }
 
+var layerTurn = make(chan struct{}, 1)
+
 // Layers is a test's hold on the daemon's package layers: the layers
-// there were when it took the hold, which no other test process changes
-// until the test ends.
+// there were when it took the hold, which no other test changes until the
+// test ends.
 type Layers struct {
 	eng    *engine.Client
 	before map[string]bool
@@ -34,42 +39,69 @@ type Layers struct {
 // go test runs packages at once: without it a test removing the layers it
 // made could remove a layer another process had just been handed from the
 // cache (same key: same base, specs and wheelhouse), and one looking for a
-// layer saw another's. Within a process tests run one at a time, so the
-// hold is counted: a test that starts two servers takes it once.
+// layer saw another's. Within a process the hold is one top-level test's
+// at a time (tests may run in parallel), counted: a test that starts two
+// servers, or whose subtests take it too, holds it once.
 func LockLayerCache(t testing.TB, eng *engine.Client) *Layers {
 	t.Helper()
-	layerLock.Lock()
-	defer layerLock.Unlock()
-	if layerLock.holders == 0 {
-		path := filepath.Join(os.TempDir(), "pybox-test-layer-cache.lock")
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
-		if err != nil {
-			t.Fatalf("layer-cache lock: %v", err)
-		}
-		start := time.Now()
-		if err := lockExclusive(f); err != nil {
-			f.Close()
-			t.Fatalf("layer-cache lock %s: %v", path, err)
-		}
-		if waited := time.Since(start); waited > time.Second {
-			t.Logf("waited %v for the layer-cache lock (another test process held it)", waited.Round(time.Millisecond))
-		}
-		layerLock.f = f
-	}
-	layerLock.holders++
-	t.Cleanup(func() {
-		layerLock.Lock()
-		defer layerLock.Unlock()
-		if layerLock.holders--; layerLock.holders == 0 {
-			layerLock.f.Close() // closing the last descriptor releases the flock
-			layerLock.f = nil
-		}
-	})
+	acquireLayerLock(t)
+	t.Cleanup(releaseLayerLock)
 	l := &Layers{eng: eng, before: map[string]bool{}}
 	for _, img := range l.list(t) {
 		l.before[img.ID] = true
 	}
 	return l
+}
+
+// acquireLayerLock waits for this process's turn (unless t's top-level
+// test holds it already), then for the lock file.
+func acquireLayerLock(t testing.TB) {
+	t.Helper()
+	test, _, _ := strings.Cut(t.Name(), "/")
+	layerLock.Lock()
+	if layerLock.holders > 0 && layerLock.owner == test {
+		layerLock.holders++
+		layerLock.Unlock()
+		return
+	}
+	layerLock.Unlock()
+	start := time.Now()
+	layerTurn <- struct{}{} // another top-level test of this process holds it until its end
+	f, err := lockLayerFile()
+	if err != nil {
+		<-layerTurn
+		t.Fatalf("layer-cache lock: %v", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Logf("waited %v for the layer-cache lock (another test held it)", waited.Round(time.Millisecond))
+	}
+	layerLock.Lock()
+	layerLock.owner, layerLock.holders, layerLock.f = test, 1, f
+	layerLock.Unlock()
+}
+
+// lockLayerFile takes the lock file shared by the test processes.
+func lockLayerFile() (*os.File, error) {
+	path := filepath.Join(os.TempDir(), "pybox-test-layer-cache.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockExclusive(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+func releaseLayerLock() {
+	layerLock.Lock()
+	defer layerLock.Unlock()
+	if layerLock.holders--; layerLock.holders == 0 {
+		layerLock.f.Close() // closing the last descriptor releases the flock
+		layerLock.f, layerLock.owner = nil, ""
+		<-layerTurn
+	}
 }
 
 func (l *Layers) list(t testing.TB) []engine.Image {
