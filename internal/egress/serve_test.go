@@ -1,0 +1,58 @@
+package egress
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestServeClosesEverything: when its context ends, Serve closes open
+// tunnels and returns only after every goroutine it started has ended.
+func TestServeClosesEverything(t *testing.T) {
+	base := runtime.NumGoroutine()
+	r := newRig(t, nil)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT example.com:%d HTTP/1.1\r\n\r\n", r.tlsPort)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	if err := r.stop(); err != nil {
+		t.Errorf("Serve returned %v, want nil", err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(br); err != nil {
+		t.Errorf("the tunnel was not closed: %v", err)
+	}
+	r.tls.Close()
+	r.plain.Close()
+	if !waitFor(10*time.Second, func() bool { return runtime.NumGoroutine() <= base }) {
+		t.Errorf("%d goroutines after Serve returned, want %d", runtime.NumGoroutine(), base)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"negative limit": {Limits: Limits{BytesIn: -1}},
+		"bad prefix":     {AllowAddrs: []netip.Prefix{{}}},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+	p, err := New(Config{})
+	if err != nil || p.limits != DefaultLimits {
+		t.Errorf("zero Config: %v, limits %+v", err, p.limits)
+	}
+}
