@@ -3,13 +3,16 @@
 // install) on the host and hands the container a unix socket to it; the
 // container itself has no interface but loopback.
 //
-// The proxy speaks HTTP CONNECT (for TLS and any other TCP) and plain HTTP
+// The proxy speaks HTTP CONNECT (for TLS and any other TCP), plain HTTP
 // forwarding of absolute-form requests (one request per client connection,
-// rewritten to origin-form with hop-by-hop and Proxy-* headers removed).
+// rewritten to origin-form with hop-by-hop and Proxy-* headers removed, the
+// Host set to the checked name), and SOCKS5 CONNECT without authentication
+// (socks5h: the client sends the name), all on the same listener: a first
+// byte 5 is SOCKS.
 //
 // Guarantees, for every connection:
 //   - The destination is the host name the client asked for (the CONNECT
-//     authority or the absolute URL's host), case-folded, IDNA-normalised and
+//     authority, the absolute URL's host or the SOCKS5 address), case-folded, IDNA-normalised and
 //     without a trailing dot, and it must be on the Allowlist. A Host header
 //     that names another host is refused (no smuggling). An IP literal (and
 //     anything that looks like one, such as "2130706433") is refused unless it

@@ -10,8 +10,12 @@ import (
 	"strings"
 )
 
-// respHeadMax bounds a destination's response head.
-const respHeadMax = 256 << 10
+// respHeadMax bounds a destination's response head, and maxInterim the
+// 1xx responses before the final one.
+const (
+	respHeadMax = 256 << 10
+	maxInterim  = 8
+)
 
 // hopByHop are the headers that concern one connection, not the request.
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
@@ -37,7 +41,8 @@ func stripHopByHop(h http.Header) {
 
 // forward sends one plain HTTP request to up in origin-form and relays the
 // response; the client connection is closed after it.
-func forward(client net.Conn, req *http.Request, up net.Conn) error {
+func forward(client net.Conn, r request, up net.Conn) error {
+	req := r.req
 	stripHopByHop(req.Header)
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 		req.Header.Del("Expect")
@@ -49,6 +54,7 @@ func forward(client net.Conn, req *http.Request, up net.Conn) error {
 		req.Header["User-Agent"] = []string{""} // net/http would add its own
 	}
 	req.RequestURI = ""
+	req.Host, req.URL.Host = r.authority, r.authority // what was checked, in the form checked
 	req.Close = true
 	if err := req.Write(up); err != nil {
 		return fmt.Errorf("sending the request: %w", err)
@@ -69,7 +75,7 @@ func forward(client net.Conn, req *http.Request, up net.Conn) error {
 func readResponse(up net.Conn, req *http.Request) (*http.Response, error) {
 	lim := &headLimit{r: up, left: respHeadMax}
 	br := bufio.NewReader(lim)
-	for {
+	for range maxInterim + 1 {
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			return nil, fmt.Errorf("reading the response: %w", err)
@@ -83,6 +89,7 @@ func readResponse(up net.Conn, req *http.Request) (*http.Response, error) {
 		}
 		lim.left = respHeadMax
 	}
+	return nil, fmt.Errorf("more than %d interim (1xx) responses", maxInterim)
 }
 
 // headLimit reads at most left bytes while left >= 0.

@@ -20,7 +20,9 @@ type request struct {
 	ip   netip.Addr // valid for an IP literal
 	port int
 
-	refusal *refused // set when the request names its destination but is refused anyway
+	socks     bool     // a SOCKS5 CONNECT
+	authority string   // host[:port] as checked: normalised, the port only when the client gave one
+	refusal   *refused // set when the request names its destination but is refused anyway
 }
 
 // refused is a refusal: an HTTP status and a reason for the client and report.
@@ -28,6 +30,8 @@ type refused struct {
 	status int
 	why    string
 }
+
+func (r *refused) Error() string { return r.why }
 
 func (s *server) serveConn(ctx context.Context, c net.Conn) {
 	p := s.p
@@ -41,42 +45,64 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 	if ref != nil {
 		p.rep.refuse(r.host, r.port, ref.why)
 		p.log.Info("egress destination refused", "host", r.host, "port", r.port, "reason", ref.why)
-		writeRefusal(client, ref.status, r.hostPort(), ref.why)
+		answer(client, r, ref)
 		return
 	}
 	defer s.untrack(up)
 	upm := &metered{Conn: &idleConn{Conn: up, idle: p.limits.IdleTimeout, act: act}, p: p, d: d}
 	var err error
-	if r.req.Method == http.MethodConnect {
-		err = tunnel(client, br, upm)
-	} else {
-		err = forward(client, r.req, upm)
+	switch {
+	case r.socks:
+		err = tunnel(client, br, upm, socksReply(socksOK))
+	case r.req.Method == http.MethodConnect:
+		err = tunnel(client, br, upm, []byte("HTTP/1.1 200 Connection established\r\n\r\n"))
+	default:
+		err = forward(client, r, upm)
 	}
 	if err != nil {
 		p.log.Debug("egress connection ended", "host", r.host, "port", r.port, "err", err)
 	}
 }
 
-// readRequest reads a request head within the head limits and finds its
-// destination; false when it answered the client itself.
+// readRequest reads a request head (HTTP, or a SOCKS5 handshake) within
+// the head limits and finds its destination; false when it answered the
+// client itself.
 func (p *Proxy) readRequest(c net.Conn, client *idleConn) (*bufio.Reader, request, bool) {
 	cr := newClientReader(c, client, p.limits.HeaderBytes)
 	br := bufio.NewReaderSize(cr, 4096)
 	_ = c.SetReadDeadline(time.Now().Add(p.limits.HeaderTimeout)) // a failure shows as a read error
+	var r request
+	var err error
+	if first, perr := br.Peek(1); perr == nil && first[0] == socksVersion {
+		r, err = readSocks(br, client)
+		cr.endHead()
+	} else {
+		r, err = readHTTP(br, cr)
+	}
+	var ref *refused
+	switch {
+	case errors.As(err, &ref):
+		p.rep.drop()
+		p.log.Info("egress request malformed", "reason", ref.why)
+		answer(client, r, ref)
+	case err != nil:
+		p.badHead(client, cr, err, r.socks)
+	}
+	return br, r, err == nil
+}
+
+// readHTTP reads an HTTP request head.
+func readHTTP(br *bufio.Reader, cr *clientReader) (request, error) {
 	req, err := http.ReadRequest(br)
 	if err != nil {
-		p.badHead(client, cr, err)
-		return nil, request{}, false
+		return request{}, err
 	}
 	r, ref := parseRequest(req, cr.endHead())
 	if ref != nil && r.host == "" {
-		p.rep.drop()
-		p.log.Info("egress request malformed", "reason", ref.why)
-		writeRefusal(client, ref.status, "", ref.why)
-		return nil, request{}, false
+		return r, ref
 	}
 	r.refusal = ref
-	return br, r, true
+	return r, nil
 }
 
 func (r request) hostPort() string {
@@ -85,7 +111,7 @@ func (r request) hostPort() string {
 
 // badHead answers a request head that could not be read, if the client is
 // still there to read the answer.
-func (p *Proxy) badHead(client net.Conn, cr *clientReader, err error) {
+func (p *Proxy) badHead(client net.Conn, cr *clientReader, err error, socks bool) {
 	p.rep.drop()
 	var status int
 	var why string
@@ -100,7 +126,7 @@ func (p *Proxy) badHead(client net.Conn, cr *clientReader, err error) {
 		status, why = http.StatusBadRequest, "malformed request"
 	}
 	p.log.Info("egress request head refused", "reason", why, "err", err)
-	writeRefusal(client, status, "", why)
+	answer(client, request{socks: socks}, &refused{status, why})
 }
 
 // open checks r and connects to a checked address of it.
@@ -186,6 +212,19 @@ func refusal(status int, hostPort, why string) string {
 	}
 	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
 		status, msg, len(msg)+1, msg)
+}
+
+// answer tells a client about a refusal in its protocol.
+func answer(c net.Conn, r request, ref *refused) {
+	hostPort := ""
+	if r.host != "" {
+		hostPort = r.hostPort()
+	}
+	if r.socks {
+		_, _ = c.Write(socksReply(socksCode(ref.status))) // best effort: the client may have gone
+		return
+	}
+	writeRefusal(c, ref.status, hostPort, ref.why)
 }
 
 func writeRefusal(c net.Conn, status int, hostPort, why string) {

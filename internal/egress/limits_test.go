@@ -185,3 +185,40 @@ func TestTotalLimit(t *testing.T) {
 		t.Errorf("report %+v", d)
 	}
 }
+
+// TestIdleTimeout: a tunnel where nothing moves is closed after the idle
+// timeout; one where only the download moves is not.
+func TestIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	r := newRig(t, func(c *Config) { c.Limits.IdleTimeout = idle })
+	connect := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "CONNECT plain.pybox.test:%d HTTP/1.1\r\n\r\n", r.httpPort)
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		return c, br
+	}
+	quiet, br := connect()
+	start := time.Now()
+	if _, err := io.ReadAll(br); err != nil || time.Since(start) < idle {
+		t.Errorf("quiet tunnel ended after %v (%v), want closed after %v", time.Since(start), err, idle)
+	}
+	quiet.Close()
+	busy, br := connect()
+	fmt.Fprintf(busy, "GET /?drip=16 HTTP/1.1\r\nHost: plain.pybox.test\r\n\r\n") // 800 ms of bytes, 50 ms apart
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != strings.Repeat("d", 16) {
+		t.Errorf("a download longer than the idle timeout: %q, %v", body, err)
+	}
+}

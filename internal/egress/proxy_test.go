@@ -36,6 +36,9 @@ func TestAllowedHTTP(t *testing.T) {
 	if got.RequestURI != "/p/a?q=1" || got.Header.Get("X-Kept") != "yes" {
 		t.Errorf("destination got %q with %v, want origin-form /p/a?q=1 and X-Kept", got.RequestURI, got.Header)
 	}
+	if want := fmt.Sprintf("plain.pybox.test:%d", r.httpPort); got.Host != want {
+		t.Errorf("destination got Host %q, want the checked form %q", got.Host, want)
+	}
 	for _, h := range []string{"X-Secret", "Proxy-Authorization", "Proxy-Connection"} {
 		if v := got.Header.Get(h); v != "" {
 			t.Errorf("destination got hop-by-hop header %s: %q", h, v)
@@ -141,4 +144,3 @@ func TestOverlongHead(t *testing.T) {
 }
 
 func equal(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
-

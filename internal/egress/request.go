@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -60,21 +61,24 @@ func parseAuthority(s string, defPort int) (request, *refused) {
 	if err != nil {
 		return request{}, bad(err.Error())
 	}
-	if port == 0 {
+	explicit := port != 0
+	if !explicit {
 		if defPort == 0 {
 			return request{}, bad("the target needs a port")
 		}
 		port = defPort
 	}
+	r := request{port: port}
 	if ip, ok := parseIP(host); ok {
-		return request{host: ip.String(), ip: ip, port: port}, nil
-	}
-	if strings.HasPrefix(host, "[") {
+		r.host, r.ip = ip.String(), ip
+	} else if strings.HasPrefix(host, "[") {
 		return request{}, bad("invalid IP address " + quote(host))
-	}
-	name, err := normalizeName(host)
-	if err != nil {
+	} else if r.host, err = normalizeName(host); err != nil {
 		return request{}, bad(err.Error())
 	}
-	return request{host: name, port: port}, nil
+	r.authority = r.hostPort()
+	if !explicit {
+		r.authority = strings.TrimSuffix(r.authority, ":"+strconv.Itoa(port))
+	}
+	return r, nil
 }

@@ -145,6 +145,11 @@ func (r *rig) serve(w http.ResponseWriter, req *http.Request) {
 	case r.seen <- req:
 	default:
 	}
+	if s := req.URL.Query().Get("drip"); s != "" {
+		drips, _ := strconv.Atoi(s)
+		dripTo(w, drips)
+		return
+	}
 	if s := req.URL.Query().Get("n"); s != "" {
 		size, _ := strconv.Atoi(s)
 		w.Header().Set("Content-Length", s)
@@ -152,6 +157,18 @@ func (r *rig) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	fmt.Fprintf(w, "hello %d", n)
+}
+
+// dripTo sends n bytes, one each 50 ms.
+func dripTo(w http.ResponseWriter, n int) {
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for range n {
+		<-tick.C
+		w.Write([]byte("d"))
+		w.(http.Flusher).Flush()
+	}
 }
 
 type zeros struct{}

@@ -9,11 +9,11 @@ import (
 
 const copyBuf = 32 << 10
 
-// tunnel answers a CONNECT and relays bytes both ways until both sides are
-// done, one fails, or a limit cuts it. client reads through br, which may
-// already hold the first bytes the client sent after its request.
-func tunnel(client net.Conn, br io.Reader, up net.Conn) error {
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+// tunnel sends the client ok and relays bytes both ways until both sides
+// are done, one fails, or a limit cuts it. client reads through br, which
+// may already hold the first bytes the client sent after its request.
+func tunnel(client net.Conn, br io.Reader, up net.Conn, ok []byte) error {
+	if _, err := client.Write(ok); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
