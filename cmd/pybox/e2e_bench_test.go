@@ -15,6 +15,7 @@ import (
 // TestBenchReport: `pybox bench` measures every scenario through a real
 // MCP client and prints the table and the JSON report.
 func TestBenchReport(t *testing.T) {
+	longTest(t)
 	eng := testenv.Docker(t)
 	testenv.LockLayerCache(t, eng) // the bench removes the layers that appear while it runs
 	testenv.RuntimeImage(t, eng, "base")

@@ -99,6 +99,7 @@ func evalCases() []evalCase {
 // checks every verdict, and that the results come in input order, once
 // each, with nothing left behind.
 func TestEvalVerdicts(t *testing.T) {
+	longTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	cases := evalCases()
 	const rounds = 12
@@ -154,6 +155,7 @@ func TestEvalVerdicts(t *testing.T) {
 // TestEvalDeterministic: the same batch gives the same verdicts one at a
 // time and four at a time, under each runtime.
 func TestEvalDeterministic(t *testing.T) {
+	longTest(t)
 	eachRuntime(t, func(t *testing.T) {
 		testenv.RuntimeImage(t, testenv.Docker(t), "base")
 		var lines []string

@@ -108,6 +108,14 @@ func eachRuntime(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
+// longTest marks t as one of the long end-to-end tests (up to a minute
+// or two, waiting mostly on containers, timers or a test node more than on
+// the CPU): they run in parallel with each other (go test's -parallel: as
+// many at once as there are cores), after the package's other tests. A
+// long test changes nothing that other tests see: no daemon-wide setting,
+// fixed name or port, or variable of this process's environment.
+func longTest(t *testing.T) { t.Parallel() }
+
 // startServer starts the real binary over stdio with extra environment
 // variables and connects the MCP Go SDK client to it. At cleanup it closes
 // the session and checks that no container of this server is left.

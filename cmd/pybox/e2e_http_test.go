@@ -340,6 +340,7 @@ func TestHTTPQuotas(t *testing.T) {
 // TestHTTPConcurrentClients: 20 clients (two tenants) call execute_code
 // over HTTP for a while: no error, and no container left.
 func TestHTTPConcurrentClients(t *testing.T) {
+	longTest(t)
 	h := startHTTP(t, false)
 	dur := 60 * time.Second
 	if testing.Short() {

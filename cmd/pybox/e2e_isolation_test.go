@@ -28,7 +28,7 @@ var isolationAttacks = map[string]func(t *testing.T){
 // It runs under runc and under gVisor (runsc), when the daemon has it;
 // the attacks (each with its own server) run in parallel.
 func TestIsolationBattery(t *testing.T) {
-	t.Parallel()
+	longTest(t)
 	eachRuntime(t, func(t *testing.T) {
 		for name, attack := range isolationAttacks {
 			t.Run(name, func(t *testing.T) {

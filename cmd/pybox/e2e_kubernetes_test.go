@@ -28,6 +28,7 @@ import (
 // scheduler): execute_code, a session, a timeout and a cancelled call run
 // end to end as pods, and no pod is left behind.
 func TestKubernetesNode(t *testing.T) {
+	longTest(t)
 	bin := testenv.KubeBin(t)
 	if why := testenv.KubeNodeReady(bin); why != "" {
 		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {

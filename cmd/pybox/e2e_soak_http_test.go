@@ -61,6 +61,7 @@ const (
 // descriptors and threads, and the disk under code storage and the state
 // dir, stay bounded. PYBOX_SOAK sets the length (CI: 60s; e.g. 10m).
 func TestSoakHostileTenantsHTTP(t *testing.T) {
+	longTest(t)
 	testenv.SkipShort(t, "the Docker daemon") // before the build of the echo server
 	length := soakDefaultRange
 	if v := os.Getenv("PYBOX_SOAK"); v != "" {
