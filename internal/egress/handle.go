@@ -112,7 +112,6 @@ func (r request) hostPort() string {
 // badHead answers a request head that could not be read, if the client is
 // still there to read the answer.
 func (p *Proxy) badHead(client net.Conn, cr *clientReader, err error, socks bool) {
-	p.rep.drop()
 	var status int
 	var why string
 	switch {
@@ -125,6 +124,7 @@ func (p *Proxy) badHead(client net.Conn, cr *clientReader, err error, socks bool
 	default:
 		status, why = http.StatusBadRequest, "malformed request"
 	}
+	p.rep.drop()
 	p.log.Info("egress request head refused", "reason", why, "err", err)
 	answer(client, request{socks: socks}, &refused{status, why})
 }
@@ -225,6 +225,18 @@ func answer(c net.Conn, r request, ref *refused) {
 		return
 	}
 	writeRefusal(c, ref.status, hostPort, ref.why)
+	linger(c)
+}
+
+// linger half-closes c and reads what the client still sends (a request
+// body), up to 1 MiB or two seconds, so that closing does not reset the
+// connection before the client has read the refusal.
+func linger(c net.Conn) {
+	if closeWrite(c) != nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second)) // a failure ends the read below at once
+	_, _ = io.CopyN(io.Discard, c, 1<<20)                  // its end is all that matters
 }
 
 func writeRefusal(c net.Conn, status int, hostPort, why string) {

@@ -97,6 +97,9 @@ func New(cfg Config) (*Proxy, error) {
 		if !pr.IsValid() {
 			return nil, fmt.Errorf("egress allowed addresses: invalid prefix %v", pr)
 		}
+		if pr.Addr().Is4In6() && pr.Bits() >= 96 { // ::ffff:a.b.c.d/n names a.b.c.d/(n-96): addresses are unmapped before the check
+			pr = netip.PrefixFrom(pr.Addr().Unmap(), pr.Bits()-96)
+		}
 		p.addrs = append(p.addrs, pr.Masked())
 	}
 	if p.res == nil {

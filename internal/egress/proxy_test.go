@@ -1,11 +1,14 @@
 package egress
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAllowedHTTPS(t *testing.T) {
@@ -73,6 +76,10 @@ func TestRefused(t *testing.T) {
 		{"Host header on CONNECT", fmt.Sprintf("CONNECT example.com:%d HTTP/1.1\r\nHost: example.org:443\r\n\r\n", tp), 403, "", "names another host"},
 		{"absolute URL for another host", fmt.Sprintf("GET http://example.org/ HTTP/1.1\r\nHost: plain.pybox.test:%d\r\n\r\n", hp), 403, "", "names another host"},
 		{"absolute URL not on the list", "GET http://example.org/ HTTP/1.1\r\nHost: example.org\r\n\r\n", 403, "example.org:80", "not on the allowlist"},
+		{"userinfo confusion", fmt.Sprintf("GET http://plain.pybox.test:%d@example.org/ HTTP/1.1\r\n\r\n", hp), 400, "", "credentials in the URL"},
+		{"Host header without the CONNECT port, other host", fmt.Sprintf("CONNECT example.com:%d HTTP/1.1\r\nHost: example.org\r\n\r\n", tp), 403, "", "names another host"},
+		{"two Host headers", fmt.Sprintf("GET http://plain.pybox.test:%d/ HTTP/1.1\r\nHost: plain.pybox.test:%d\r\nHost: example.org\r\n\r\n", hp, hp), 400, "", "malformed request"},
+		{"IPv6 zone", fmt.Sprintf("CONNECT [fe80::1%%25eth0]:%d HTTP/1.1\r\n\r\n", tp), 400, "", "CONNECT needs a host:port target"},
 		{"origin-form", fmt.Sprintf("GET / HTTP/1.1\r\nHost: plain.pybox.test:%d\r\n\r\n", hp), 400, "", "needs an absolute http:// URL"},
 		{"https without CONNECT", fmt.Sprintf("GET https://example.com:%d/ HTTP/1.1\r\n\r\n", tp), 400, "", "through CONNECT"},
 		{"CONNECT without a port", "CONNECT example.com HTTP/1.1\r\n\r\n", 400, "", "needs a port"},
@@ -143,4 +150,41 @@ func TestOverlongHead(t *testing.T) {
 	}
 }
 
+// TestConnectHostWithoutPort: a CONNECT's Host header may leave out the port.
+func TestConnectHostWithoutPort(t *testing.T) {
+	r := newRig(t, nil)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT example.com:%d HTTP/1.1\r\nHost: EXAMPLE.com\r\n\r\n", r.tlsPort)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("CONNECT with Host: EXAMPLE.com: %v %v", resp, err)
+	}
+}
+
 func equal(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// TestRefusedUpload: a client that sends its whole body before reading
+// (as Python's http.client does) gets the refusal, not a reset.
+func TestRefusedUpload(t *testing.T) {
+	r := newRig(t, nil)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	const n = 512 << 10
+	fmt.Fprintf(c, "POST http://example.org/ HTTP/1.1\r\nHost: example.org\r\nContent-Length: %d\r\n\r\n", n)
+	if _, err := c.Write(make([]byte, n)); err != nil {
+		t.Fatalf("sending the body: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 403 {
+		t.Errorf("got %v %v, want the 403", resp, err)
+	}
+}

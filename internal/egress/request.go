@@ -22,8 +22,12 @@ func parseRequest(req *http.Request, hosts []string) (request, *refused) {
 		return request{}, ref
 	}
 	r.req = req
+	hostPort := defPort
+	if req.Method == http.MethodConnect {
+		hostPort = r.port // "Host: example.com" on a CONNECT to example.com:443 is the same host
+	}
 	for _, hh := range hosts {
-		h, ref := parseAuthority(hh, defPort)
+		h, ref := parseAuthority(hh, hostPort)
 		if ref != nil || h.host != r.host || h.port != r.port || len(hosts) > 1 {
 			return r, &refused{http.StatusForbidden, fmt.Sprintf("the Host header %s names another host", quote(hh))}
 		}
