@@ -47,6 +47,13 @@ func TestTestResolver(t *testing.T) {
 	if _, err := r.LookupNetIP(context.Background(), "ip", "other.test"); !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
 		t.Errorf("other.test: %v, want not found", err)
 	}
+	s := StaticResolver{"API.example.com.": netip.MustParseAddr("127.0.0.1")}
+	if got, err := s.LookupNetIP(context.Background(), "ip", "api.example.com"); err != nil || len(got) != 1 {
+		t.Errorf("static api.example.com: %v %v", got, err)
+	}
+	if _, err := s.LookupNetIP(context.Background(), "ip6", "api.example.com"); !errors.As(err, &dnsErr) {
+		t.Errorf("static api.example.com ip6: %v, want not found", err)
+	}
 	for _, bad := range []string{"127.0.0.1\n", "nonsense name\n", "127.0.0.1 bad_name\n"} {
 		if _, err := ParseHostsFile(strings.NewReader(bad)); err == nil {
 			t.Errorf("ParseHostsFile(%q) succeeded", bad)

@@ -93,3 +93,18 @@ func (r *TestResolver) LookupNetIP(_ context.Context, network, host string) ([]n
 	}
 	return out, nil
 }
+
+// StaticResolver is a name -> address map for tests, one address a name;
+// names match as allowlist entries do (case, IDNA, trailing dot).
+type StaticResolver map[string]netip.Addr
+
+// LookupNetIP answers from the map.
+func (s StaticResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	r := &TestResolver{names: map[string][]netip.Addr{}}
+	for name, a := range s {
+		if err := r.add(name, a); err != nil {
+			return nil, err
+		}
+	}
+	return r.LookupNetIP(ctx, network, host)
+}
