@@ -125,6 +125,15 @@ type Violation struct {
 	Line   int    `json:"line"`
 }
 
+// Explain says why the guardrails refused a program.
+func (v *Violation) Explain() string {
+	where := "the program as a whole"
+	if v.Line > 0 {
+		where = fmt.Sprintf("line %d", v.Line)
+	}
+	return fmt.Sprintf("POLICY_VIOLATION: rule %s: %s (%s); nothing ran: the policy's guardrails refuse this program", v.Rule, v.Detail, where)
+}
+
 // policyViolation decodes a policy frame.
 func policyViolation(payload []byte) (*Violation, error) {
 	var v Violation

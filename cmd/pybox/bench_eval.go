@@ -52,6 +52,12 @@ xs = [random.random() for _ in range(20000)]
 assert roundtrip(xs) == sorted(xs)
 `
 
+// sample is one program of a benchmark batch: a `pybox eval` line.
+type sample struct {
+	ID         json.RawMessage
+	Code, Test *string
+}
+
 // evalBenchSets are the two batches: trivial and real work.
 func evalBenchSets(trivial, work int) (triv, real []sample) {
 	for i := range trivial {

@@ -90,6 +90,7 @@ type config struct {
 	HTTPIdle       time.Duration // a kept-alive connection idle this long is closed
 	MaxMCPSessions int           // MCP sessions a tenant keeps open at once
 
+	only         []string        // the flags of the settings a subcommand uses (nil: all; eval's: evalSettings)
 	given        map[string]bool // flags given on the command line (parseFlags)
 	hostPackages []string        // a host venv's packages to install (adoptHostSettings)
 }
@@ -100,12 +101,21 @@ type setting struct {
 	bind             func(fs *flag.FlagSet, name, usage string)
 }
 
+// settings are the command's settings: c.only's, when set.
 func (c *config) settings() []setting {
-	if c.serving {
-		return append(c.commonSettings(), c.httpSettings()...)
-	}
-	return c.commonSettings()
+	return slices.DeleteFunc(c.allSettings(), func(s setting) bool { return !c.uses(s.flag) })
 }
+
+func (c *config) allSettings() []setting {
+	all := c.commonSettings()
+	if c.serving {
+		all = append(all, c.httpSettings()...)
+	}
+	return all
+}
+
+// uses tells whether the command has the setting of this flag.
+func (c *config) uses(flag string) bool { return c.only == nil || slices.Contains(c.only, flag) }
 
 // httpSettings are serve's settings for MCP over streamable HTTP.
 func (c *config) httpSettings() []setting {
@@ -184,10 +194,16 @@ func (c *config) commonSettings() []setting {
 	}
 }
 
-// register adds the settings' flags to fs.
+// register adds the settings' flags to fs; a setting the command does
+// not use gets its default.
 func (c *config) register(fs *flag.FlagSet) {
-	for _, s := range c.settings() {
-		s.bind(fs, s.flag, s.usage+" [$"+s.env+"]")
+	unused := flag.NewFlagSet("unused", flag.ContinueOnError)
+	for _, s := range c.allSettings() {
+		if c.uses(s.flag) {
+			s.bind(fs, s.flag, s.usage+" [$"+s.env+"]")
+		} else {
+			s.bind(unused, s.flag, s.usage)
+		}
 	}
 }
 
@@ -228,9 +244,13 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 func (c *config) applyPolicy(fs *flag.FlagSet) error {
 	var known []string
 	byEnv := map[string]string{}
-	for _, s := range c.settings() {
-		if s.env != "PYBOX_POLICY" {
-			known = append(known, s.env)
+	// A policy file may hold any setting; a subcommand takes those it has.
+	for _, s := range c.allSettings() {
+		if s.env == "PYBOX_POLICY" {
+			continue
+		}
+		known = append(known, s.env)
+		if fs.Lookup(s.flag) != nil {
 			byEnv[s.env] = s.flag
 		}
 	}
@@ -242,7 +262,7 @@ func (c *config) applyPolicy(fs *flag.FlagSet) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for env, v := range p.Settings {
-		if name := byEnv[env]; !given[name] {
+		if name, ok := byEnv[env]; ok && !given[name] {
 			if err := fs.Set(name, v); err != nil {
 				return fmt.Errorf("policy %s: invalid %s=%q: %w", p.Name, env, v, err)
 			}

@@ -158,3 +158,31 @@ func TestAllowSdistSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalFlags: `pybox eval` takes only the settings it uses, and the
+// ones it does not keep their defaults (the server's still has them all).
+func TestEvalFlags(t *testing.T) {
+	c := &config{only: evalSettings}
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	if err := c.parseFlags(fs, []string{"--memory=1g"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"session-ttl", "stall-timeout", "max-sessions", "max-calls", "max-file-size", "toolset", "http"} {
+		if fs.Lookup(name) != nil {
+			t.Errorf("eval has the server's --%s", name)
+		}
+	}
+	if fs.Lookup("memory") == nil || c.Memory != "1g" || c.MaxCalls != 32 || c.StallTimeout != 30*time.Second || c.Toolset != "default" {
+		t.Errorf("eval's settings: memory %q, unused defaults max-calls %d stall %s toolset %q", c.Memory, c.MaxCalls, c.StallTimeout, c.Toolset)
+	}
+	for _, name := range evalSettings {
+		if fs.Lookup(name) == nil {
+			t.Errorf("evalSettings names --%s, which is no setting", name)
+		}
+	}
+	serve := flag.NewFlagSet("serve", flag.ContinueOnError)
+	(&config{serving: true}).register(serve)
+	if serve.Lookup("session-ttl") == nil || serve.Lookup("http") == nil {
+		t.Error("serve lost its settings")
+	}
+}

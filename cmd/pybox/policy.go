@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
@@ -20,13 +18,4 @@ func (c *config) guard(code string) (*sandbox.Guard, error) {
 		return &sandbox.Guard{Rules: rules, Code: code}, nil
 	}
 	return nil, nil
-}
-
-// violationText says why the guardrails refused a program.
-func violationText(v *sandbox.Violation) string {
-	where := "the program as a whole"
-	if v.Line > 0 {
-		where = fmt.Sprintf("line %d", v.Line)
-	}
-	return fmt.Sprintf("POLICY_VIOLATION: rule %s: %s (%s); nothing ran: the policy's guardrails refuse this program", v.Rule, v.Detail, where)
 }

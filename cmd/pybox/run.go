@@ -135,7 +135,7 @@ func report(res sandbox.Result, asJSON bool, stdout, stderr io.Writer) int {
 	io.WriteString(stderr, res.Stderr)
 	switch {
 	case res.Violation != nil:
-		fmt.Fprintln(stderr, "pybox:", violationText(res.Violation))
+		fmt.Fprintln(stderr, "pybox:", res.Violation.Explain())
 	case res.TimedOut:
 		fmt.Fprintf(stderr, "pybox: timed out after %s; the program was killed\n", res.Timeout)
 	case res.OOMKilled:

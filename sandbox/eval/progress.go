@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ func (b *progressBar) start(total, from int) {
 }
 
 // update redraws after a result; ran counts this run's results.
-func (b *progressBar) update(t evalTally, ran int) {
+func (b *progressBar) update(t Tally, ran int) {
 	if !b.on {
 		return
 	}
@@ -66,7 +66,7 @@ func (b *progressBar) update(t evalTally, ran int) {
 	}
 	fmt.Fprintf(b.w, "\r[%s%s] %d/%d  passed %d  failed %d  timeout %d  oom %d  other %d  %.1f/s  ETA %s\x1b[K",
 		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), done, b.total,
-		t.passed, t.failed, t.timedOut, t.oom, t.other, rate, eta)
+		t.Passed, t.Failed, t.TimedOut, t.OOM, t.Other, rate, eta)
 	b.drawn = true
 }
 

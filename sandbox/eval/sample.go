@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"bufio"
@@ -16,13 +16,14 @@ import (
 	"github.com/pybox-dev/pybox/images"
 )
 
-// maxSampleLine bounds one line of `pybox eval` input (and of a results
-// file read back to resume).
-const maxSampleLine = 16 << 20
+// MaxLine bounds one line of `pybox eval` input (and of a results file
+// read back to resume).
+const MaxLine = 16 << 20
 
-// sample is one program of a `pybox eval` batch, as read from its line.
-type sample struct {
-	Line         int             `json:"-"`
+// Sample is one program of a batch, as read from its line. A Go harness
+// may build samples itself: ID and Code are required, the rest optional.
+type Sample struct {
+	Line         int             `json:"-"` // its line in the batch (0: not read from a file)
 	ID           json.RawMessage `json:"id"`
 	Code         *string         `json:"code"`
 	Test         *string         `json:"test"`
@@ -36,38 +37,39 @@ type sample struct {
 	envKey  string        // the environment it runs in (environment + canonical requirements)
 }
 
-// inputError is bad `pybox eval` input: exit status 2, naming the line.
-type inputError struct {
-	where string // "line 12", "results file line 3"
-	msg   string
+// InputError is bad input (the samples, or a results file to resume),
+// naming the line: `pybox eval` exits with status 2.
+type InputError struct {
+	Where string // "line 12", "results file r.jsonl, line 3"
+	Msg   string
 }
 
-func (e *inputError) Error() string { return e.where + ": " + e.msg }
+func (e *InputError) Error() string { return e.Where + ": " + e.Msg }
 
-// readSamples reads and checks every line of a batch before anything
+// ReadSamples reads and checks every line of a batch before anything
 // runs: blank lines are skipped; any other must be a JSON object with a
 // unique id (string or number) and a code string. Fields it does not
 // know are ignored (datasets carry their own metadata).
-func readSamples(r io.Reader, maxTimeout time.Duration, maxCode int64) ([]*sample, error) {
-	var out []*sample
+func ReadSamples(r io.Reader, maxTimeout time.Duration, maxCode int64) ([]*Sample, error) {
+	var out []*Sample
 	seen := map[string]int{}
 	err := eachLine(r, func(n int, line []byte, _ int64, _ bool) error {
 		where := fmt.Sprintf("line %d", n)
-		s := &sample{Line: n}
+		s := &Sample{Line: n}
 		if err := strictObject(line, s); err != nil {
-			return &inputError{where, err.Error()}
+			return &InputError{where, err.Error()}
 		}
 		key, err := idKey(s.ID)
 		if err != nil {
-			return &inputError{where, err.Error()}
+			return &InputError{where, err.Error()}
 		}
 		if first, dup := seen[key]; dup {
-			return &inputError{where, fmt.Sprintf("id %s was already used on line %d: ids must be unique", key, first)}
+			return &InputError{where, fmt.Sprintf("id %s was already used on line %d: ids must be unique", key, first)}
 		}
 		seen[key] = n
 		s.key = key
 		if err := s.check(maxTimeout, maxCode); err != nil {
-			return &inputError{where, fmt.Sprintf("sample %s: %v", key, err)}
+			return &InputError{where, fmt.Sprintf("sample %s: %v", key, err)}
 		}
 		out = append(out, s)
 		return nil
@@ -127,7 +129,7 @@ func idKey(id json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-func (s *sample) check(maxTimeout time.Duration, maxCode int64) error {
+func (s *Sample) check(maxTimeout time.Duration, maxCode int64) error {
 	switch {
 	case s.Code == nil:
 		return errors.New(`"code" is missing (the program to run, a string)`)
@@ -170,7 +172,7 @@ func (s *sample) check(maxTimeout time.Duration, maxCode int64) error {
 }
 
 // eachLine calls f with each non-blank line of r (numbered from 1, at
-// most maxSampleLine bytes long, without its line ending), the offset
+// most MaxLine bytes long, without its line ending), the offset
 // just past it, and whether a newline ended it.
 func eachLine(r io.Reader, f func(n int, line []byte, end int64, terminated bool) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -178,7 +180,7 @@ func eachLine(r io.Reader, f func(n int, line []byte, end int64, terminated bool
 	for n := 1; ; n++ {
 		raw, err := readBoundedLine(br)
 		if errors.Is(err, errLongLine) {
-			return &inputError{fmt.Sprintf("line %d", n), fmt.Sprintf("longer than %d MiB", maxSampleLine>>20)}
+			return &InputError{fmt.Sprintf("line %d", n), fmt.Sprintf("longer than %d MiB", MaxLine>>20)}
 		}
 		offset += int64(len(raw))
 		terminated := bytes.HasSuffix(raw, []byte("\n"))
@@ -200,12 +202,12 @@ func eachLine(r io.Reader, f func(n int, line []byte, end int64, terminated bool
 var errLongLine = errors.New("line too long")
 
 // readBoundedLine reads one line, with its newline if it has one, of at most
-// maxSampleLine bytes; io.EOF comes with the last line.
+// MaxLine bytes; io.EOF comes with the last line.
 func readBoundedLine(br *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > maxSampleLine+2 {
+		if len(line)+len(chunk) > MaxLine+2 {
 			return nil, errLongLine
 		}
 		line = append(line, chunk...)
@@ -216,8 +218,8 @@ func readBoundedLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// openSamples opens the batch: a file, or "-" for stdin.
-func openSamples(path string, stdin io.Reader) (io.ReadCloser, error) {
+// OpenSamples opens the batch: a file, or "-" for stdin.
+func OpenSamples(path string, stdin io.Reader) (io.ReadCloser, error) {
 	if path == "-" {
 		return io.NopCloser(stdin), nil
 	}

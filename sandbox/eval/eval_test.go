@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"strings"
@@ -32,14 +32,14 @@ func TestVerdictOf(t *testing.T) {
 		errorKind string
 	}{
 		{sandbox.Result{}, true, ""},
-		{sandbox.Result{ExitCode: 1}, false, evalExit},
-		{sandbox.Result{ExitCode: 137, TimedOut: true, Timeout: time.Second}, false, evalTimeout},
-		{sandbox.Result{ExitCode: 137, OOMKilled: true}, false, evalOOM},
-		{sandbox.Result{ExitCode: 2, ResourceKilled: true}, false, evalResourceLimit},
-		{sandbox.Result{ExitCode: 0, QuotaExceeded: true, QuotaNote: "over"}, false, evalQuota},
-		{sandbox.Result{ExitCode: 0, TimedOut: true}, false, evalTimeout},
+		{sandbox.Result{ExitCode: 1}, false, ErrorExit},
+		{sandbox.Result{ExitCode: 137, TimedOut: true, Timeout: time.Second}, false, ErrorTimeout},
+		{sandbox.Result{ExitCode: 137, OOMKilled: true}, false, ErrorOOM},
+		{sandbox.Result{ExitCode: 2, ResourceKilled: true}, false, ErrorResourceLimit},
+		{sandbox.Result{ExitCode: 0, QuotaExceeded: true, QuotaNote: "over"}, false, ErrorQuota},
+		{sandbox.Result{ExitCode: 0, TimedOut: true}, false, ErrorTimeout},
 	} {
-		r := verdictOf(evalResult{}, tc.res)
+		r := verdictOf(Result{}, tc.res)
 		if r.Passed != tc.passed || r.Error != tc.errorKind {
 			t.Errorf("%+v: passed=%v error=%q; want %v %q", tc.res, r.Passed, r.Error, tc.passed, tc.errorKind)
 		}
@@ -48,15 +48,15 @@ func TestVerdictOf(t *testing.T) {
 
 func TestReadSamplesLines(t *testing.T) {
 	in := "\n{\"id\": 1, \"code\": \"a\"}\r\n   \n{\"id\": \"x\", \"code\": \"b\", \"task_id\": \"HumanEval/0\", \"timeout_s\": 2.5}"
-	got, err := readSamples(strings.NewReader(in), time.Minute, 1<<20)
+	got, err := ReadSamples(strings.NewReader(in), time.Minute, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0].Line != 2 || got[1].Line != 4 || got[1].key != `"x"` || got[1].timeout != 2500*time.Millisecond {
 		t.Errorf("samples: %+v %+v", got[0], got[1])
 	}
-	long := `{"id": 1, "code": "` + strings.Repeat("x", maxSampleLine) + `"}`
-	if _, err := readSamples(strings.NewReader(long), time.Minute, 1<<30); err == nil || !strings.Contains(err.Error(), "line 1: longer than") {
+	long := `{"id": 1, "code": "` + strings.Repeat("x", MaxLine) + `"}`
+	if _, err := ReadSamples(strings.NewReader(long), time.Minute, 1<<30); err == nil || !strings.Contains(err.Error(), "line 1: longer than") {
 		t.Errorf("a line over the limit: %v", err)
 	}
 }
