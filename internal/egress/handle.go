@@ -167,7 +167,7 @@ func (p *Proxy) check(ctx context.Context, r request) ([]netip.Addr, *refused) {
 	if !p.allow.allowsName(r.host, r.port) {
 		return nil, &refused{http.StatusForbidden, "not on the allowlist"}
 	}
-	addrs, err := p.res.LookupNetIP(ctx, "ip", r.host)
+	addrs, err := p.res.LookupNetIP(ctx, "ip", r.host+".") // absolute: no search domains
 	if err != nil || len(addrs) == 0 {
 		p.log.Info("egress resolve failed", "host", r.host, "err", err)
 		return nil, &refused{http.StatusBadGateway, "cannot resolve the name"}

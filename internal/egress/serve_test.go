@@ -2,12 +2,14 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -54,5 +56,33 @@ func TestNewRejects(t *testing.T) {
 	p, err := New(Config{})
 	if err != nil || p.limits != DefaultLimits {
 		t.Errorf("zero Config: %v, limits %+v", err, p.limits)
+	}
+}
+
+// recordingResolver records the names it is asked for.
+type recordingResolver struct {
+	Resolver
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *recordingResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	r.names = append(r.names, host)
+	r.mu.Unlock()
+	return r.Resolver.LookupNetIP(ctx, network, host)
+}
+
+// TestResolvesAbsoluteName: the proxy asks for the name as absolute, so a
+// resolver's search domains cannot turn an allowed name into another one.
+func TestResolvesAbsoluteName(t *testing.T) {
+	rec := &recordingResolver{Resolver: testResolver(t)}
+	r := newRig(t, func(c *Config) { c.Resolver = rec })
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://PLAIN.pybox.test.:%d/", r.httpPort), nil)
+	r.wantOK(req, "hello 0")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got, want := rec.names, []string{"plain.pybox.test."}; !equal(got, want) {
+		t.Errorf("resolver asked for %q, want %q", got, want)
 	}
 }
