@@ -124,6 +124,10 @@ func (r *rig) start(cfg Config) {
 }
 
 func (r *rig) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		r.t.Errorf("the proxy dialed %q, not a checked IP address", addr)
+		return nil, err
+	}
 	r.mu.Lock()
 	r.dialed = append(r.dialed, addr)
 	r.mu.Unlock()

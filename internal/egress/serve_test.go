@@ -86,3 +86,35 @@ func TestResolvesAbsoluteName(t *testing.T) {
 		t.Errorf("resolver asked for %q, want %q", got, want)
 	}
 }
+
+// rebinder answers a name with an allowed address once, then with the
+// metadata address, as a DNS rebinding attacker's server does.
+type rebinder struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (b *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	if b.calls == 1 {
+		return []netip.Addr{loopback}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+}
+
+// TestRebinding: the proxy resolves once and dials what it checked.
+func TestRebinding(t *testing.T) {
+	b := &rebinder{}
+	r := newRig(t, func(c *Config) { c.Resolver = b })
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://plain.pybox.test:%d/", r.httpPort), nil)
+	r.wantOK(req, "hello 0")
+	if got, want := r.dials(), []string{fmt.Sprintf("127.0.0.1:%d", r.httpPort)}; !equal(got, want) || b.calls != 1 {
+		t.Errorf("dialed %v after %d lookups, want %v after one", got, b.calls, want)
+	}
+	resp, body := r.raw(fmt.Sprintf("GET http://plain.pybox.test:%d/ HTTP/1.1\r\n\r\n", r.httpPort))
+	if resp.StatusCode != 403 || !contains(body, "169.254.169.254") {
+		t.Errorf("the rebound answer: %d %q, want refused", resp.StatusCode, body)
+	}
+}
