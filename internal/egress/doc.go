@@ -25,6 +25,13 @@
 //     refused address refuses the name. The proxy then dials a checked
 //     address, never the name, so a second DNS answer (rebinding) cannot
 //     change where it connects.
+//   - A tunnel (CONNECT or SOCKS5) whose client starts TLS must name the
+//     same host in its ClientHello (SNI), or it is cut before a byte goes up:
+//     a client cannot ask a shared front (a CDN) of an allowed host for
+//     another site by SNI. It still can by the Host header inside TLS,
+//     which the proxy does not see (domain fronting, where the CDN allows
+//     it): allow shared fronts knowingly. Encrypted ClientHello (ECH)
+//     shows the front's public name and is cut.
 //   - Limits bound the run: bytes each way, connections at once (the rest are
 //     closed before anything is read from them), connections in all, the size
 //     of a request head, the time to send it (slow loris) and idle time.

@@ -50,12 +50,20 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 	}
 	defer s.untrack(up)
 	upm := &metered{Conn: &idleConn{Conn: up, idle: p.limits.IdleTimeout, act: act}, p: p, d: d}
+	gate := func() error {
+		err := checkHello(br, r)
+		if err != nil {
+			p.rep.cut(d, err.Error())
+			p.log.Info("egress tunnel cut", "host", r.host, "port", r.port, "reason", err.Error())
+		}
+		return err
+	}
 	var err error
 	switch {
 	case r.socks:
-		err = tunnel(client, br, upm, socksReply(socksOK))
+		err = tunnel(client, br, upm, socksReply(socksOK), gate)
 	case r.req.Method == http.MethodConnect:
-		err = tunnel(client, br, upm, []byte("HTTP/1.1 200 Connection established\r\n\r\n"))
+		err = tunnel(client, br, upm, []byte("HTTP/1.1 200 Connection established\r\n\r\n"), gate)
 	default:
 		err = forward(client, r, upm)
 	}
@@ -69,7 +77,7 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 // client itself.
 func (p *Proxy) readRequest(c net.Conn, client *idleConn) (*bufio.Reader, request, bool) {
 	cr := newClientReader(c, client, p.limits.HeaderBytes)
-	br := bufio.NewReaderSize(cr, 4096)
+	br := bufio.NewReaderSize(cr, tlsRecordMax)
 	_ = c.SetReadDeadline(time.Now().Add(p.limits.HeaderTimeout)) // a failure shows as a read error
 	var r request
 	var err error

@@ -11,14 +11,22 @@ const copyBuf = 32 << 10
 
 // tunnel sends the client ok and relays bytes both ways until both sides
 // are done, one fails, or a limit cuts it. client reads through br, which
-// may already hold the first bytes the client sent after its request.
-func tunnel(client net.Conn, br io.Reader, up net.Conn, ok []byte) error {
+// may already hold the first bytes the client sent after its request. gate
+// runs before the first byte goes up; its error closes the tunnel.
+func tunnel(client net.Conn, br io.Reader, up net.Conn, ok []byte, gate func() error) error {
 	if _, err := client.Write(ok); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	var upErr error
-	wg.Go(func() { upErr = pipe(up, struct{ io.Reader }{br}, client) })
+	wg.Go(func() {
+		if upErr = gate(); upErr != nil {
+			client.Close()
+			up.Close()
+			return
+		}
+		upErr = pipe(up, struct{ io.Reader }{br}, client)
+	})
 	downErr := pipe(client, up, up)
 	wg.Wait()
 	return errors.Join(upErr, downErr)
