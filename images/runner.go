@@ -12,6 +12,8 @@ var (
 	workerPy []byte
 	//go:embed runner/runner.py
 	supervisorPy []byte
+	//go:embed runner/forward.py
+	forwardPy []byte
 )
 
 // RunnerArgs is the argv tail that starts the in-image runner with any
@@ -25,5 +27,5 @@ func RunnerArgs() []string {
 }
 
 var runnerBootstrap = "import base64;exec(compile(base64.b64decode('" +
-	base64.StdEncoding.EncodeToString(append(append(append([]byte{}, workerPy...), '\n'), supervisorPy...)) +
+	base64.StdEncoding.EncodeToString(append(append(append(append(append([]byte{}, workerPy...), '\n'), forwardPy...), '\n'), supervisorPy...)) +
 	"').decode(),'<pybox-runner>','exec'))"

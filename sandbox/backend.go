@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/pybox-dev/pybox/internal/engine"
@@ -63,6 +64,16 @@ func Kubernetes(b *kube.Backend) Backend { return kubernetes{b} }
 type kubernetes struct{ *kube.Backend }
 
 func (kubernetes) LossyAtExit() bool { return true }
+
+// ErrNoEgress: the backend cannot give a run the egress proxy.
+var ErrNoEgress = errors.New("this backend (Kubernetes) cannot reach pybox's egress proxy: " +
+	"an egress allowlist needs Docker or Podman (see the README's network section); empty the allowlist to run without network")
+
+// noEgress is implemented by backends whose containers cannot reach a
+// unix socket on pybox's host.
+type noEgress interface{ NoEgress() error }
+
+func (kubernetes) NoEgress() error { return ErrNoEgress }
 
 func (k kubernetes) Start(ctx context.Context, spec engine.Spec) (Attachment, error) {
 	a, err := k.Backend.Start(ctx, spec)

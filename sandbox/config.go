@@ -11,6 +11,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/pybox-dev/pybox/internal/contract"
+	"github.com/pybox-dev/pybox/internal/egressdir"
 )
 
 // WorkspaceMount is where the code-storage directory appears in a container.
@@ -29,6 +30,9 @@ type Plan struct {
 	// SessionOutputs is a session's private output area (a host folder),
 	// mounted at SessionOutputsMount; "" = none.
 	SessionOutputs string
+	// Egress is the run's egress proxy folder (a host folder), mounted
+	// read-only at egressdir.Mount; "" = none (no network at all).
+	Egress string
 	Labels         map[string]string
 	Runtime        string // OCI runtime; "" = the daemon's default
 	Stdin          bool   // attach stdin
@@ -87,6 +91,9 @@ func ContainerConfig(p Plan) (*container.Config, *container.HostConfig) {
 	}
 	if p.SessionOutputs != "" {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: p.SessionOutputs, Target: SessionOutputsMount})
+	}
+	if p.Egress != "" {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: p.Egress, Target: egressdir.Mount, ReadOnly: true})
 	}
 	return cfg, host
 }

@@ -106,8 +106,9 @@ func poolKey(p Program) string {
 }
 
 // pooled: runs of p may use warm containers (those with a workspace of
-// their own: not probes).
-func (p Program) pooled() bool { return p.Workspace != "" || p.scratch() }
+// their own: not probes), unless they have an egress proxy (its folder is
+// mounted when the container is created).
+func (p Program) pooled() bool { return (p.Workspace != "" || p.scratch()) && !p.egress() }
 
 // take returns a ready container for p, or nil, and counts the run
 // as demand; done must follow when the run is over. When none is ready
@@ -296,8 +297,9 @@ func (pl *pool) pooled(key string, w *warm, err error) bool {
 // startOnce starts a container whose runner waits for one program of p's
 // environment and workspace, with a private output folder mounted; role
 // is run (a cold run's) or pool.
-func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm, error) {
+func (s *Sandbox) startOnce(ctx context.Context, p Program, role, egress string) (*warm, error) {
 	plan := s.plan(p, "once")
+	plan.withEgress(egress)
 	plan.Labels = s.labels(role, plan)
 	outputs, err := s.newOutputs(p.Workspace)
 	note := ""

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/contract"
+	"github.com/pybox-dev/pybox/internal/egress"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -156,7 +157,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.acct = newAccount(cfg.Limits, s.log, append(slices.Clone(cfg.StorageDirs), s.runsDir)...)
 	s.pool = newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling),
-		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool") }, s.log)
+		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool", "") }, s.log)
 	s.shutdown, s.stopAll = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
 	go s.reap()
@@ -212,6 +213,11 @@ type Program struct {
 	// OnOutput, when set, sees every chunk of output as it arrives
 	// ("stdout" or "stderr"); it must not block.
 	OnOutput func(stream string, chunk []byte)
+	// Egress, when set with a non-empty allowlist, is the run's network:
+	// a proxy of its own (internal/egress) on a unix socket mounted in the
+	// container, which still has no interface but loopback. Such a run
+	// never uses the warm pool. Result.Network says what it reached.
+	Egress *egress.Config
 	// Prepare, when set, runs once the program has its slot, before its
 	// workspace is measured for the quota and it starts; its error ends
 	// the run. The caller saves the program's file here, so that a call
@@ -242,6 +248,11 @@ type Result struct {
 	// runner's verdict: its runtime killed the whole sandbox, which gVisor
 	// does when a program passes the process limit.
 	ResourceKilled bool
+	// Network is the egress proxy's report of a run with an allowlist
+	// ("allowed api.example.com:443 (2 connections, 14 KiB), refused ...";
+	// "" when it reached nothing); Egress is the same, itemised.
+	Network        string
+	Egress         egress.Report
 	Warm           bool       // a stateless run that took a ready container from the warm pool
 	Violation      *Violation // the policy's guardrails refused the program: nothing of it ran
 	Duration       time.Duration
@@ -277,11 +288,16 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 		return Result{}, err
 	}
 	defer uncover()
+	net, err := s.startEgress(p.Egress)
+	if err != nil {
+		return Result{}, s.explain(err)
+	}
+	defer net.close(s.log) // idempotent: the report is taken below
 	w := s.pool.take(ctx, p)
 	warm := w != nil
 	defer s.pool.done(p)
 	if w == nil {
-		if w, err = s.startOnce(ctx, p, "run"); err != nil {
+		if w, err = s.startOnce(ctx, p, "run", net.dir()); err != nil {
 			return Result{}, err
 		}
 	}
@@ -297,6 +313,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	res, err := s.runOnce(ctx, w, p)
 	res.Warm = warm
 	stopWatch()
+	net.into(&res, s.log)
 	if err != nil {
 		res.Outputs.Remove()
 		res.Outputs = nil

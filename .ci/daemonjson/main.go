@@ -43,10 +43,13 @@ func register(path, runsc string) error {
 	}
 	// The sidecar flag keeps the embedded sentry of the pinned version;
 	// --network=none gives sandboxes only loopback even if a caller forgot
-	// network none (see the README's gVisor section).
+	// network none; --host-uds=open lets them connect to a host unix socket
+	// mounted into them, and only that (no bind or create): the egress
+	// proxy's, the only way out of a run with an allowlist (see the
+	// README's gVisor and network sections).
 	runtimes["runsc"] = map[string]any{
 		"path":        runsc,
-		"runtimeArgs": []string{"--sidecar-usage-policy=LEGACY_DEPRECATED_SLOW_EMBEDDED_FALLBACK", "--network=none"},
+		"runtimeArgs": []string{"--sidecar-usage-policy=LEGACY_DEPRECATED_SLOW_EMBEDDED_FALLBACK", "--network=none", "--host-uds=open"},
 	}
 	cfg["runtimes"] = runtimes
 	out, err := json.MarshalIndent(cfg, "", "  ")

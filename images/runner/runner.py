@@ -577,9 +577,12 @@ def main(argv):
     confine()
     os.umask(int(os.environ.pop("PYBOX_UMASK", "022"), 8))  # 002 when sandboxes, a uid each, share files through their group
     greet = greet_seconds()
+    egress = egress_listen()  # before the fork: the worker inherits the proxy variables, not the socket (worker_main closes it)
     sup = Supervisor(argv == ["once"])
     if sup.pid == 0:
         return worker_main(argv[0], sup.child_fds)
+    if egress:
+        egress_start(*egress)  # threads only after the fork
     sup.serve(greet)
 
 

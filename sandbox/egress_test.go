@@ -1,0 +1,140 @@
+package sandbox_test
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pybox-dev/pybox/internal/egress"
+	"github.com/pybox-dev/pybox/internal/testenv"
+	"github.com/pybox-dev/pybox/sandbox"
+)
+
+// egressProgram tries every way out of the container and prints what
+// happened as JSON.
+const egressProgram = `import json, socket, ssl, sys, urllib.request
+hp, tp = sys.argv[1], sys.argv[2]
+def get(url, ctx=None):
+    try:
+        return urllib.request.urlopen(url, timeout=20, context=ctx).read().decode()
+    except Exception as e:
+        return "ERR %s: %s" % (type(e).__name__, str(e)[:160])
+def connect(host, port):
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        return "connected"
+    except Exception as e:
+        return "ERR %s" % type(e).__name__
+def resolve(name):
+    try:
+        return str(socket.getaddrinfo(name, 80))
+    except Exception as e:
+        return "ERR %s" % type(e).__name__
+ctx = ssl.create_default_context(cafile="/workspace/ca.pem")
+print(json.dumps({
+    "http": get("http://api.test:%s/hello" % hp),
+    "https": get("https://example.com:%s/hello" % tp, ctx),
+    "not_listed": get("http://other.test:%s/" % hp),
+    "loopback_name": get("http://loop.test:%s/" % hp),
+    "metadata_name": get("http://meta.test/latest/meta-data/"),
+    "metadata_ip": get("http://169.254.169.254/latest/meta-data/"),
+    "raw_socket": connect("1.1.1.1", 80),
+    "raw_metadata": connect("169.254.169.254", 80),
+    "dns": resolve("example.com"),
+    "interfaces": [n for _, n in socket.if_nameindex()],
+}))
+`
+
+// TestEgressAllowlist runs a program with an allowlist under runc and runsc:
+// the allowed names work over HTTP and HTTPS (CONNECT) through the proxy,
+// everything else is refused, and the container has only loopback.
+func TestEgressAllowlist(t *testing.T) {
+	eng := testenv.Docker(t)
+	up := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) }
+	plain := httptest.NewServer(http.HandlerFunc(up))
+	defer plain.Close()
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(up))
+	defer tlsSrv.Close()
+	ws := workspace(t, egressProgram)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})
+	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allow, err := egress.ParseAllowlist([]string{"api.test", "example.com", "loop.test", "meta.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Resolver: egress.StaticResolver{"api.test": netip.MustParseAddr("127.0.0.1"), "example.com": netip.MustParseAddr("127.0.0.1"),
+			"other.test": netip.MustParseAddr("127.0.0.1"), "loop.test": netip.MustParseAddr("127.0.0.2"), "meta.test": netip.MustParseAddr("169.254.169.254")}}
+	hp, tp := port(t, plain.URL), port(t, tlsSrv.URL)
+	for _, rt := range testenv.Runtimes(t, eng) {
+		t.Run(orRunc(rt), func(t *testing.T) {
+			sb, _ := newSandbox(t, sandbox.Config{Runtime: rt})
+			res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "main.py", Args: []string{hp, tp}, Egress: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(res.Stdout), &got); err != nil {
+				t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			t.Logf("program saw %v\nnetwork: %s", got, res.Network)
+			checks := []struct {
+				key, want string
+			}{
+				{"http", "hello api.test:" + hp}, {"https", "hello example.com:" + tp},
+				{"not_listed", "ERR"}, {"loopback_name", "ERR"}, {"metadata_name", "ERR"}, {"metadata_ip", "ERR"},
+				{"raw_socket", "ERR"}, {"raw_metadata", "ERR"}, {"dns", "ERR"},
+			}
+			for _, c := range checks {
+				if s, _ := got[c.key].(string); !strings.HasPrefix(s, c.want) {
+					t.Errorf("%s: got %q, want %q...", c.key, s, c.want)
+				}
+			}
+			if ifs := fmt.Sprint(got["interfaces"]); ifs != "[lo]" {
+				t.Errorf("interfaces in the container: %s, want only lo", ifs)
+			}
+			for _, want := range []string{"allowed api.test:" + hp + " (1 connections", "allowed example.com:" + tp,
+				"refused other.test:" + hp + " (not on the allowlist)", "refused loop.test:" + hp, "refused meta.test:80", "refused 169.254.169.254:80"} {
+				if !strings.Contains(res.Network, want) {
+					t.Errorf("network line %q lacks %q", res.Network, want)
+				}
+			}
+		})
+	}
+}
+
+// TestNoEgressWithoutAllowlist: a run without an allowlist has no proxy
+// variables and no socket; the container has only loopback.
+func TestNoEgressWithoutAllowlist(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.Config{WarmPool: -1})
+	ws := workspace(t, `import os, socket; print(sorted(k for k in os.environ if "proxy" in k.lower()), os.path.exists("/run/pybox-egress"), [n for _, n in socket.if_nameindex()])`)
+	res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "main.py", Egress: &egress.Config{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(res.Stdout), "[] False ['lo']"; got != want || res.Network != "" {
+		t.Errorf("got %q (network %q), want %q and no network line", got, res.Network, want)
+	}
+}
+
+func port(t *testing.T, url string) string {
+	t.Helper()
+	i := strings.LastIndex(url, ":")
+	return url[i+1:]
+}
+
+func orRunc(rt string) string {
+	if rt == "" {
+		return "runc"
+	}
+	return rt
+}
