@@ -32,11 +32,11 @@ type Plan struct {
 	SessionOutputs string
 	// Egress is the run's egress proxy folder (a host folder), mounted
 	// read-only at egressdir.Mount; "" = none (no network at all).
-	Egress string
-	Labels         map[string]string
-	Runtime        string // OCI runtime; "" = the daemon's default
-	Stdin          bool   // attach stdin
-	Limits         Limits // with defaults applied
+	Egress  string
+	Labels  map[string]string
+	Runtime string // OCI runtime; "" = the daemon's default
+	Stdin   bool   // attach stdin
+	Limits  Limits // with defaults applied
 }
 
 // ContainerConfig is the pure mapping from a plan to the hardened Docker

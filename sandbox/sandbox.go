@@ -251,12 +251,12 @@ type Result struct {
 	// Network is the egress proxy's report of a run with an allowlist
 	// ("allowed api.example.com:443 (2 connections, 14 KiB), refused ...";
 	// "" when it reached nothing); Egress is the same, itemised.
-	Network        string
-	Egress         egress.Report
-	Warm           bool       // a stateless run that took a ready container from the warm pool
-	Violation      *Violation // the policy's guardrails refused the program: nothing of it ran
-	Duration       time.Duration
-	Timeout        time.Duration // the limit that applied
+	Network   string
+	Egress    egress.Report
+	Warm      bool       // a stateless run that took a ready container from the warm pool
+	Violation *Violation // the policy's guardrails refused the program: nothing of it ran
+	Duration  time.Duration
+	Timeout   time.Duration // the limit that applied
 	// Outputs is a stateless run's own output folder (nil without
 	// Config.RunsDir); the caller reads it, then calls its Remove.
 	Outputs     *Outputs
