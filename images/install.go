@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/pybox-dev/pybox/internal/contract"
+	"github.com/pybox-dev/pybox/internal/egress"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -44,7 +45,20 @@ type Index struct {
 	URL        string // --index-url; "" = the installer's default (PyPI)
 	ExtraURL   string // --extra-index-url
 	Wheelhouse string // host directory of wheels, mounted read-only; alone, no index is used
-	Network    string // install container network: bridge (default), none, host
+	// Network is what the download step reaches, always through pybox's
+	// egress proxy (its container has network none: only loopback):
+	// "" or "index", the index hosts (PyPI's pypi.org and
+	// files.pythonhosted.org without URL) plus Allow; "allowlist", Allow
+	// alone; "none", nothing (installs from Wheelhouse).
+	Network string
+	// Allow are host names (or *.suffix, with an optional :port) the
+	// download step may reach besides the index hosts (say, the host a
+	// private index serves its files from).
+	Allow []string
+	// Egress are the proxy's other settings: the private addresses the
+	// operator allows (AllowAddrs), its Resolver and Limits. Its Allow is
+	// ignored (see Network).
+	Egress egress.Config
 	// AllowSdist lets the installer build source distributions (running
 	// their build code, unprivileged, in the install container) when no
 	// wheel fits; false (the default) installs wheels only.
@@ -261,6 +275,13 @@ func (in *Installer) indexArgs(wheelhouse, downloaded bool) []string {
 	}
 	if in.Index.ExtraURL != "" {
 		args = append(args, "--extra-index-url", in.Index.ExtraURL)
+	}
+	// An index the operator gave as http:// is meant: pip would ignore it
+	// (outside localhost) without --trusted-host.
+	for _, u := range []string{in.Index.URL, in.Index.ExtraURL} {
+		if strings.HasPrefix(u, "http://") && urlHost(u) != "" {
+			args = append(args, "--trusted-host", urlHost(u))
+		}
 	}
 	return args
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/pybox-dev/pybox/internal/contract"
+	"github.com/pybox-dev/pybox/internal/egress"
+	"github.com/pybox-dev/pybox/internal/egressdir"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -36,7 +39,14 @@ const maxDownloadBytes = 2 << 30
 // (sys.prefix without site; the online runtime image's venv has no pip).
 // When sdists are allowed it also fetches their build requirements, which
 // the offline install needs.
-const downloadScript = `import os, subprocess, sys, tarfile, zipfile
+// It reaches the index only through the egress proxy, whose socket the
+// forwarder (runner/forward.py, prepended) relays from a loopback port.
+var downloadScript = string(forwardPy) + `
+import subprocess, sys, tarfile, zipfile
+fwd = egress_listen()
+if fwd:
+    egress_start(*fwd)
+print("pybox: downloading through pybox's egress proxy; interfaces: %s" % ",".join(n for _, n in socket.if_nameindex()), file=sys.stderr)
 dest = "/tmp/downloads"
 os.makedirs(dest)
 env = dict(os.environ, PIP_NO_CACHE_DIR="1", PYTHONDONTWRITEBYTECODE="1")
@@ -81,6 +91,41 @@ func (in *Installer) online() bool {
 	return in.Index.Network != "none" && (in.Index.URL != "" || in.Index.ExtraURL != "" || in.Index.Wheelhouse == "")
 }
 
+// pypiHosts are where pip's default index serves its pages and files.
+var pypiHosts = []string{"pypi.org", "files.pythonhosted.org"}
+
+// egressConfig is the download step's proxy: the index hosts (see
+// Index.Network) plus Index.Allow, with the operator's other settings.
+func (in *Installer) egressConfig() (egress.Config, error) {
+	hosts := slices.Clone(in.Index.Allow)
+	if in.Index.Network != "allowlist" {
+		if in.Index.URL == "" {
+			hosts = append(hosts, pypiHosts...)
+		}
+		for _, u := range []string{in.Index.URL, in.Index.ExtraURL} {
+			if h := urlHost(u); h != "" {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	cfg := in.Index.Egress
+	allow, err := egress.ParseAllowlist(hosts)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: the install allowlist: %w", ErrInstallFailed, err)
+	}
+	cfg.Allow = allow
+	return cfg, nil
+}
+
+// urlHost is u's host[:port] ("" for no URL or none in it).
+func urlHost(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Host
+}
+
 // download runs the download step for l: a container from the
 // environment's base image on the install network fetches l's
 // requirements, and pybox unpacks them into dir (flat, regular files
@@ -95,13 +140,21 @@ func (in *Installer) download(ctx context.Context, env Environment, l layer, whe
 		unpacked <- err
 	}()
 	in.log().Info("downloading packages", "specs", l.specs, "base", env.BaseImage, "key", l.key[:12])
-	exit, err := in.Engine.Run(ctx, in.downloadSpec(env, l, wheelhouse, pw, out))
+	proxy, err := in.startEgress()
+	if err != nil {
+		pw.Close()
+		<-unpacked
+		return "", err
+	}
+	exit, err := in.Engine.Run(ctx, in.downloadSpec(env, l, wheelhouse, proxy.Dir(), pw, out))
 	pw.Close()
 	uerr := <-unpacked
+	if rep, cerr := proxy.Close(); cerr == nil && len(rep.Dests) > 0 {
+		fmt.Fprintf(out, "network: %s\n", rep)
+	}
 	switch {
 	case err != nil && exit == (engine.Exit{}):
-		return out.String(), fmt.Errorf("%w: the download container could not run on network %q (%v); on a host without a bridge network, "+
-			"install from a wheelhouse with PYBOX_INSTALL_NETWORK=none", ErrInstallFailed, orDefaultString(in.Index.Network, "bridge"), err)
+		return out.String(), fmt.Errorf("%w: the download container could not run (%v)", ErrInstallFailed, err)
 	case err != nil:
 		return out.String(), err
 	case exit.TimedOut:
@@ -116,24 +169,37 @@ func (in *Installer) download(ctx context.Context, env Environment, l layer, whe
 	return out.String(), nil
 }
 
+// startEgress starts the download step's proxy in a private folder.
+func (in *Installer) startEgress() (*egressdir.Run, error) {
+	cfg, err := in.egressConfig()
+	if err != nil {
+		return nil, err
+	}
+	r, err := egressdir.Start("", cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInstallFailed, err)
+	}
+	return r, nil
+}
+
 // downloadSpec is the download container: the base image, read-only, as
-// the install user with the installs' hardening and limits, on the
-// install network, the wheelhouse (when there is one) read-only.
-func (in *Installer) downloadSpec(env Environment, l layer, wheelhouse string, stdout, stderr io.Writer) engine.Spec {
-	network := orDefaultString(in.Index.Network, "bridge")
+// the install user with the installs' hardening and limits, network none
+// with the egress proxy's folder proxy mounted, the wheelhouse (when there
+// is one) read-only.
+func (in *Installer) downloadSpec(env Environment, l layer, wheelhouse, proxy string, stdout, stderr io.Writer) engine.Spec {
 	argv := append(slices.Clone(env.Python()), "-I", "-S", "-c", "exec("+strconv.Quote(downloadScript)+")")
 	argv = append(append(append(argv, in.indexArgs(wheelhouse != "", false)...), in.binaryArgs("pip")...), "--")
 	argv = append(argv, l.specs...)
 	spec := in.installSpec(env, l, &staging{}, stdout, stderr)
 	spec.Name = in.Owner.ContainerName("download")
-	spec.Config = &container.Config{Image: l.base.ID, Cmd: argv, User: InstallUser, Env: installEnv,
-		Labels: in.Owner.Labels("install"), NetworkDisabled: network == "none", AttachStdout: true, AttachStderr: true}
+	spec.Config = &container.Config{Image: l.base.ID, Cmd: argv, User: InstallUser, Env: append(slices.Clone(installEnv), egressdir.Env+"="+egressdir.SocketPath()),
+		Labels: in.Owner.Labels("install"), NetworkDisabled: true, AttachStdout: true, AttachStderr: true}
 	host := *spec.Host
-	host.NetworkMode = contract.Hardened(network).NetworkMode
+	host.NetworkMode = contract.Hardened("none").NetworkMode
 	host.ReadonlyRootfs = true
-	host.Mounts = nil
+	host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: proxy, Target: egressdir.Mount, ReadOnly: true}}
 	if wheelhouse != "" {
-		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: wheelhouse, Target: wheelhouseMount, ReadOnly: true}}
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: wheelhouse, Target: wheelhouseMount, ReadOnly: true})
 	}
 	spec.Host = &host
 	return spec

@@ -1,7 +1,10 @@
 package images_test
 
 import (
+	"net/netip"
+
 	"fmt"
+	"github.com/pybox-dev/pybox/internal/egress"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,6 +52,15 @@ func newLoopbackIndex(t *testing.T, wheels string) *loopbackIndex {
 	return idx
 }
 
+// index is the loopback index reached as the download step reaches any:
+// by name (index.test, mapped to 127.0.0.1 by the test-only resolver)
+// through pybox's egress proxy, with 127.0.0.1 explicitly allowed.
+func (idx *loopbackIndex) index() images.Index {
+	return images.Index{URL: fmt.Sprintf("http://index.test:%d/simple/", idx.port), Egress: egress.Config{
+		AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Resolver:   egress.StaticResolver{"index.test": netip.MustParseAddr("127.0.0.1")}}}
+}
+
 // pthProbe is a module a .pth file imports at every interpreter start: it
 // reports the network interfaces it sees and whether it reached the index.
 const pthProbe = `import socket, sys
@@ -77,7 +89,7 @@ func TestInstallRunsPackageCodeOffline(t *testing.T) {
 	idx := newLoopbackIndex(t, wheels)
 	testenv.WriteWheel(t, wheels, testenv.Wheel{Name: "pyboxpth", Version: "1.0", Code: "X = 1\n", Files: map[string]string{
 		"pyboxpth.pth": "import pyboxpth_probe\n", "pyboxpth_probe.py": fmt.Sprintf(pthProbe, idx.port)}})
-	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: images.Index{URL: idx.url + "/simple/", Network: "host"}}
+	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: idx.index()}
 	env, err := images.Environment{}.Normalize()
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +103,11 @@ func TestInstallRunsPackageCodeOffline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install pyboxother on top: %v\n%s", err, second.Output)
 	}
+	for _, want := range []string{"downloading through pybox's egress proxy; interfaces: lo\n", fmt.Sprintf("network: allowed index.test:%d", idx.port)} {
+		if !strings.Contains(second.Output, want) {
+			t.Errorf("the download step's output lacks %q:\n%s", want, second.Output)
+		}
+	}
 	if n := idx.probes.Load(); n > 0 {
 		t.Errorf("the .pth of an installed package reached the index %d times during the next install", n)
 	}
@@ -99,6 +116,30 @@ func TestInstallRunsPackageCodeOffline(t *testing.T) {
 	}
 	if strings.Contains(second.Output, "reached=True") || strings.Contains(first.Output, "PYBOX-PTH") {
 		t.Errorf("the .pth ran with the network on:\n%s\n%s", first.Output, second.Output)
+	}
+}
+
+// TestInstallRefusesPrivateIndexAddress: the download step reaches only
+// public addresses unless the operator names one: an index name that
+// resolves to 127.0.0.1 is refused by the proxy without the allowance.
+func TestInstallRefusesPrivateIndexAddress(t *testing.T) {
+	eng := testenv.Docker(t)
+	testenv.RuntimeImage(t, eng, images.VariantBase)
+	idx := newLoopbackIndex(t, testenv.Wheelhouse(t))
+	index := idx.index()
+	index.Egress.AllowAddrs = nil
+	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: index}
+	env, err := images.Environment{}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.ImageID = inspect(t, eng, env.Image).ID
+	res, err := in.Install(t.Context(), env, []string{"pyboxother"})
+	if err == nil {
+		t.Fatalf("an index on a loopback address was reached without the operator's allowance:\n%s", res.Output)
+	}
+	if want := fmt.Sprintf("network: refused index.test:%d", idx.port); !strings.Contains(res.Output, want) {
+		t.Errorf("the install's output lacks %q:\n%s", want, res.Output)
 	}
 }
 
@@ -146,7 +187,9 @@ func TestInstallSdistFromIndex(t *testing.T) {
 	wheels := testenv.Wheelhouse(t)
 	testenv.WriteHostileSdist(t, wheels)
 	idx := newLoopbackIndex(t, wheels)
-	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: images.Index{URL: idx.url + "/simple/", Network: "host", AllowSdist: true}}
+	index := idx.index()
+	index.AllowSdist = true
+	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: index}
 	env, err := images.Environment{}.Normalize()
 	if err != nil {
 		t.Fatal(err)

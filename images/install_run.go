@@ -155,8 +155,7 @@ func (in *Installer) failure(exit engine.Exit, err error, report, output string)
 	case errors.Is(err, engine.ErrUnreachable):
 		return err
 	case err != nil && exit == (engine.Exit{}):
-		return fmt.Errorf("%w: the install container could not run on network %q (%v); on a host without a bridge network, "+
-			"install from a wheelhouse with PYBOX_INSTALL_NETWORK=none", ErrInstallFailed, orDefaultString(in.Index.Network, "bridge"), err)
+		return fmt.Errorf("%w: the install container could not run (%v)", ErrInstallFailed, err)
 	case err != nil:
 		return err
 	case exit.TimedOut:
