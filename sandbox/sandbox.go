@@ -80,7 +80,10 @@ type Config struct {
 	// Account): its code storage and its sessions folder. A workspace
 	// outside them counts while programs run on it.
 	StorageDirs []string
-	Log         *slog.Logger // nil discards
+	// Egress is the network of every stateless run whose Program.Egress
+	// is nil (see Program.Egress); nil or an empty allowlist: none.
+	Egress *egress.Config
+	Log    *slog.Logger // nil discards
 }
 
 // Sandbox runs programs. Create it with New.
@@ -274,6 +277,9 @@ type Result struct {
 // comes from the runner's verdict as soon as it has it; the container's
 // removal goes on in the background (Close waits for it).
 func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
+	if p.Egress == nil {
+		p.Egress = s.cfg.Egress
+	}
 	ctx, stop := s.bound(ctx)
 	defer stop()
 	if err := s.acquire(ctx); err != nil {

@@ -62,7 +62,7 @@ func (h *handlers) view(env images.Environment) EnvironmentView {
 		Type: env.Type, Variant: env.Variant, BaseImage: env.BaseImage, Image: env.Image, ImageID: env.ImageID,
 		Python: env.Python(), VenvPath: env.VenvPath, CondaName: env.CondaName, PythonPath: env.PythonPath,
 		Requirements: env.Requirements, Layers: env.Depth,
-		Index: IndexView{IndexURL: idx.URL, ExtraIndexURL: idx.ExtraURL, Wheelhouse: idx.Wheelhouse, Network: orDefault(idx.Network, "bridge"),
+		Index: IndexView{IndexURL: idx.URL, ExtraIndexURL: idx.ExtraURL, Wheelhouse: idx.Wheelhouse, Network: orDefault(idx.Network, "index"),
 			AllowSdist: idx.AllowSdist},
 	}
 }

@@ -241,6 +241,9 @@ func summary(r sandbox.Result) string {
 	case r.Truncated:
 		b.WriteString("(output was truncated at the output cap)\n")
 	}
+	if r.Network != "" {
+		fmt.Fprintf(&b, "network: %s\n", r.Network)
+	}
 	if r.SessionLost {
 		b.WriteString("The session's state was lost (its container was stopped); the next call with this session_id starts a new session.\n")
 	}
@@ -261,7 +264,7 @@ func section(b *strings.Builder, name, text string) {
 func (h *handlers) infraError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrSessionLimit), errors.Is(err, sandbox.ErrBadSessionID),
-		errors.Is(err, sandbox.ErrQuota), errors.Is(err, sandbox.ErrDaemonLost), errors.Is(err, sandbox.ErrNoVerdict):
+		errors.Is(err, sandbox.ErrQuota), errors.Is(err, sandbox.ErrDaemonLost), errors.Is(err, sandbox.ErrNoVerdict), errors.Is(err, sandbox.ErrNoEgress):
 		return err
 	case errors.Is(err, errSave):
 		return h.internal(ctx, "save code", err)

@@ -97,11 +97,19 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		}
 	}
 	user := c.sandboxUser()
+	eg, err := c.egress()
+	if err == nil && backend != nil && !eg.Allow.Empty() {
+		err = sandbox.ErrNoEgress
+	}
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits,
 		SharedUID:     backend != nil, // pods keep the one user: a cluster's storage story is its own
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
 		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"),
-		StorageDirs: c.storageDirs(), Log: log})
+		StorageDirs: c.storageDirs(), Egress: eg, Log: log})
 	if err != nil {
 		eng.Close()
 		return nil, err

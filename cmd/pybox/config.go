@@ -67,6 +67,10 @@ type config struct {
 	Wheelhouse    string
 	AllowedImages string
 	InstallNet    string
+	InstallAllow  string
+	EgressAllow   string
+	EgressAddrs   string
+	EgressTest    string
 	InstallTime   time.Duration
 	StateDir      string
 	AllowURLReqs  bool
@@ -186,7 +190,11 @@ func (c *config) commonSettings() []setting {
 		{"index-url", "PYBOX_INDEX_URL", "package index URL for installs (default PyPI)", str(&c.IndexURL, "")},
 		{"extra-index-url", "PYBOX_EXTRA_INDEX_URL", "extra package index URL", str(&c.ExtraIndexURL, "")},
 		{"wheelhouse", "PYBOX_WHEELHOUSE", "host directory of wheels mounted read-only into installs (a readable copy when the install user cannot read it); alone, no index is used", str(&c.Wheelhouse, "")},
-		{"install-network", "PYBOX_INSTALL_NETWORK", "network of the download step that fetches packages from an index (installs themselves never have one): bridge, none, host", str(&c.InstallNet, "bridge")},
+		{"install-network", "PYBOX_INSTALL_NETWORK", "what the download step that fetches packages reaches, through pybox's egress proxy (no container has a network interface): index (the index hosts and --install-allow), allowlist (--install-allow only), none (a wheelhouse only)", str(&c.InstallNet, "index")},
+		{"install-allow", "PYBOX_INSTALL_ALLOW", "comma-separated hosts (host, host:port, *.suffix) the download step may reach besides the index hosts", str(&c.InstallAllow, "")},
+		{"egress-allow", "PYBOX_EGRESS_ALLOW", "comma-separated hosts (host, host:port, *.suffix) programs may reach through pybox's egress proxy; empty: no network at all", str(&c.EgressAllow, "")},
+		{"egress-allow-addrs", "PYBOX_EGRESS_ALLOW_ADDRS", "comma-separated private, loopback or link-local addresses or prefixes (10.0.0.5, 10.1.0.0/16) the egress proxy may connect to; by default it refuses them all", str(&c.EgressAddrs, "")},
+		{"egress-test-hosts", "PYBOX_EGRESS_TEST_HOSTS", "TEST ONLY: name=address,... the egress proxy resolves instead of asking DNS", str(&c.EgressTest, "")},
 		{"install-timeout", "PYBOX_INSTALL_TIMEOUT", "time limit of one install", dur(&c.InstallTime, 10*time.Minute)},
 		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts, and the leases (owners/) that tell which leftover containers are safe to remove", str(&c.StateDir, defaultStateDir())},
 		{"allow-url-requirements", "PYBOX_ALLOW_URL_REQUIREMENTS", "let install_dependencies accept \"name @ https://...\" requirements", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowURLReqs, n, false, u) }},
@@ -455,12 +463,20 @@ func (c *config) initialEnv() images.Environment {
 
 // index is the package index configuration.
 func (c *config) index() (images.Index, error) {
-	idx := images.Index{URL: c.IndexURL, ExtraURL: c.ExtraIndexURL, Wheelhouse: c.Wheelhouse, Network: c.InstallNet, AllowSdist: c.AllowSdist}
+	idx := images.Index{URL: c.IndexURL, ExtraURL: c.ExtraIndexURL, Wheelhouse: c.Wheelhouse, Network: c.InstallNet, AllowSdist: c.AllowSdist,
+		Allow: splitList(c.InstallAllow)}
 	switch c.InstallNet {
-	case "bridge", "none", "host":
+	case "index", "allowlist", "none":
+	case "bridge", "host": // their old meaning, the index; no container gets either network any more
+		idx.Network = "index"
 	default:
-		return idx, fmt.Errorf("install network %q: use bridge, none or host", c.InstallNet)
+		return idx, fmt.Errorf("install network %q: use index, allowlist or none", c.InstallNet)
 	}
+	eg, err := c.egress()
+	if err != nil {
+		return idx, err
+	}
+	idx.Egress = *eg
 	if idx.Wheelhouse != "" {
 		abs, err := filepath.Abs(idx.Wheelhouse)
 		if err != nil {

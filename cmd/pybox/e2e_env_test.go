@@ -106,7 +106,7 @@ func TestConfigureRoundTrip(t *testing.T) {
 				testenv.RuntimeImage(t, s.eng, "datascience") // built on first use, like the plot tests
 			}
 			tt.want.Image, tt.want.ImageID = tt.want.BaseImage, imageID(t, s.eng, tt.want.BaseImage)
-			tt.want.Requirements, tt.want.Index = []string{}, tools.IndexView{Network: "bridge"}
+			tt.want.Requirements, tt.want.Index = []string{}, tools.IndexView{Network: "index"}
 			got := s.configure(tt.args)
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("configure_environment %v (-want +got):\n%s", tt.args, diff)

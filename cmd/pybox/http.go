@@ -238,11 +238,15 @@ func newTenantApp(base *app, name string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	eg, err := cfg.egress()
+	if err != nil {
+		return nil, err
+	}
 	sb, err := sandbox.New(sandbox.Config{Engine: base.engine, Backend: base.backend, Image: base.image, Runtime: cfg.Runtime, User: base.user, Limits: limits,
 		SharedUID:     base.backend != nil,
 		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
 		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
-		StorageDirs: cfg.storageDirs(), Log: base.log.With("tenant", name)})
+		StorageDirs: cfg.storageDirs(), Egress: eg, Log: base.log.With("tenant", name)})
 	if err != nil {
 		return nil, err
 	}

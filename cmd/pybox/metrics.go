@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/pybox-dev/pybox/internal/egress"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,8 @@ type metrics struct {
 	installs *prometheus.CounterVec   // tenant, result (new, cached, failed)
 	refused  *prometheus.CounterVec   // tenant, reason: calls refused by a tenant quota
 	requests *prometheus.CounterVec   // code: HTTP requests by status
+	egress   *prometheus.CounterVec   // tenant, verdict: connections through the egress proxy
+	egressB  *prometheus.CounterVec   // tenant, direction: bytes through the egress proxy
 }
 
 func newMetrics(pools func() map[string]int) *metrics {
@@ -41,8 +44,12 @@ func newMetrics(pools func() map[string]int) *metrics {
 			Help: "Tool calls refused by a tenant quota, by reason (calls_per_minute; mcp_sessions: a new MCP session past --max-mcp-sessions)."}, []string{"tenant", "reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_http_requests_total",
 			Help: "HTTP requests by status code."}, []string{"code"}),
+		egress: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_egress_connections_total",
+			Help: "Connections programs made through the egress proxy, by tenant and verdict (allowed; refused: counted once per refused destination and run)."}, []string{"tenant", "verdict"}),
+		egressB: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_egress_bytes_total",
+			Help: "Bytes through the egress proxy, by tenant and direction (in: to the program; out: from it)."}, []string{"tenant", "direction"}),
 	}
-	m.reg.MustRegister(m.runs, m.latency, m.misses, m.installs, m.refused, m.requests, poolCollector{pools})
+	m.reg.MustRegister(m.runs, m.latency, m.misses, m.installs, m.refused, m.requests, m.egress, m.egressB, poolCollector{pools})
 	return m
 }
 
@@ -86,6 +93,20 @@ func (a *app) observeRun(path string, res sandbox.Result, err error) {
 	}
 	if path == "cold" {
 		m.misses.WithLabelValues(a.tenant).Inc()
+	}
+	m.observeEgress(a.tenant, res.Egress)
+}
+
+// observeEgress counts what a run's egress proxy saw.
+func (m *metrics) observeEgress(tenant string, r egress.Report) {
+	for _, d := range r.Dests {
+		if !d.Allowed {
+			m.egress.WithLabelValues(tenant, "refused").Inc()
+			continue
+		}
+		m.egress.WithLabelValues(tenant, "allowed").Add(float64(d.Connections))
+		m.egressB.WithLabelValues(tenant, "in").Add(float64(d.BytesIn))
+		m.egressB.WithLabelValues(tenant, "out").Add(float64(d.BytesOut))
 	}
 }
 

@@ -30,6 +30,8 @@ type verdict struct {
 	OOMKilled  bool   `json:"oom_killed"`
 	Truncated  bool   `json:"truncated"`
 	DurationMS int64  `json:"duration_ms"`
+	// Network is the egress proxy's report (runs with an allowlist).
+	Network string `json:"network,omitempty"`
 	// PolicyViolation is set when the policy's guardrails refused the
 	// program: nothing of it ran.
 	PolicyViolation *sandbox.Violation `json:"policy_violation,omitempty"`
@@ -128,7 +130,7 @@ func report(res sandbox.Result, asJSON bool, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(verdict{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
-			OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(), PolicyViolation: res.Violation}) // a failed write to stdout has nowhere to be reported
+			OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMS: res.Duration.Milliseconds(), Network: res.Network, PolicyViolation: res.Violation}) // a failed write to stdout has nowhere to be reported
 		return status
 	}
 	io.WriteString(stdout, res.Stdout)
@@ -143,6 +145,9 @@ func report(res sandbox.Result, asJSON bool, stdout, stderr io.Writer) int {
 	}
 	if res.Truncated {
 		fmt.Fprintln(stderr, "pybox: output was truncated at the output cap")
+	}
+	if res.Network != "" {
+		fmt.Fprintln(stderr, "pybox: network:", res.Network)
 	}
 	return status
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/pybox-dev/pybox/internal/egress"
+)
+
+// egress is the egress proxy's configuration for programs: the allowlist
+// (empty: no network at all), the private addresses the operator allows
+// and, for tests only, a static resolver.
+func (c *config) egress() (*egress.Config, error) {
+	allow, err := egress.ParseAllowlist(splitList(c.EgressAllow))
+	if err != nil {
+		return nil, fmt.Errorf("PYBOX_EGRESS_ALLOW: %w", err)
+	}
+	cfg := &egress.Config{Allow: allow}
+	for _, a := range splitList(c.EgressAddrs) {
+		p, err := parsePrefix(a)
+		if err != nil {
+			return nil, fmt.Errorf("PYBOX_EGRESS_ALLOW_ADDRS: %w", err)
+		}
+		cfg.AllowAddrs = append(cfg.AllowAddrs, p)
+	}
+	if c.EgressTest != "" {
+		r, err := testResolver(c.EgressTest)
+		if err != nil {
+			return nil, fmt.Errorf("PYBOX_EGRESS_TEST_HOSTS: %w", err)
+		}
+		cfg.Resolver = r
+	}
+	return cfg, nil
+}
+
+// parsePrefix reads an address (a /32 or /128) or a prefix.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// testResolver reads "name=address,...": the names resolve to those
+// addresses and nothing else resolves (tests only).
+func testResolver(s string) (egress.Resolver, error) {
+	r := egress.StaticResolver{}
+	for _, e := range splitList(s) {
+		name, addr, ok := strings.Cut(e, "=")
+		a, err := netip.ParseAddr(addr)
+		if !ok || err != nil || name == "" {
+			return nil, fmt.Errorf("%q: want name=address", e)
+		}
+		r[strings.ToLower(name)] = a
+	}
+	return r, nil
+}
