@@ -149,7 +149,7 @@ func (in *Installer) download(ctx context.Context, env Environment, l layer, whe
 	exit, err := in.Engine.Run(ctx, in.downloadSpec(env, l, wheelhouse, proxy.Dir(), pw, out))
 	pw.Close()
 	uerr := <-unpacked
-	if rep, cerr := proxy.Close(); cerr == nil && len(rep.Dests) > 0 {
+	if rep, cerr := proxy.Close(); cerr == nil && (len(rep.Destinations) > 0 || rep.Dropped > 0) {
 		fmt.Fprintf(out, "network: %s\n", rep)
 	}
 	switch {

@@ -55,10 +55,13 @@ func newLoopbackIndex(t *testing.T, wheels string) *loopbackIndex {
 // index is the loopback index reached as the download step reaches any:
 // by name (index.test, mapped to 127.0.0.1 by the test-only resolver)
 // through pybox's egress proxy, with 127.0.0.1 explicitly allowed.
-func (idx *loopbackIndex) index() images.Index {
+func (idx *loopbackIndex) index(t *testing.T) images.Index {
+	r, err := egress.NewTestResolver(map[string][]netip.Addr{"index.test": {netip.MustParseAddr("127.0.0.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return images.Index{URL: fmt.Sprintf("http://index.test:%d/simple/", idx.port), Egress: egress.Config{
-		AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		Resolver:   egress.StaticResolver{"index.test": netip.MustParseAddr("127.0.0.1")}}}
+		AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: r}}
 }
 
 // pthProbe is a module a .pth file imports at every interpreter start: it
@@ -89,7 +92,7 @@ func TestInstallRunsPackageCodeOffline(t *testing.T) {
 	idx := newLoopbackIndex(t, wheels)
 	testenv.WriteWheel(t, wheels, testenv.Wheel{Name: "pyboxpth", Version: "1.0", Code: "X = 1\n", Files: map[string]string{
 		"pyboxpth.pth": "import pyboxpth_probe\n", "pyboxpth_probe.py": fmt.Sprintf(pthProbe, idx.port)}})
-	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: idx.index()}
+	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: idx.index(t)}
 	env, err := images.Environment{}.Normalize()
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +129,7 @@ func TestInstallRefusesPrivateIndexAddress(t *testing.T) {
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, images.VariantBase)
 	idx := newLoopbackIndex(t, testenv.Wheelhouse(t))
-	index := idx.index()
+	index := idx.index(t)
 	index.Egress.AllowAddrs = nil
 	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: index}
 	env, err := images.Environment{}.Normalize()
@@ -187,7 +190,7 @@ func TestInstallSdistFromIndex(t *testing.T) {
 	wheels := testenv.Wheelhouse(t)
 	testenv.WriteHostileSdist(t, wheels)
 	idx := newLoopbackIndex(t, wheels)
-	index := idx.index()
+	index := idx.index(t)
 	index.AllowSdist = true
 	in := &images.Installer{Engine: eng, Owner: newTestOwner(t), Index: index}
 	env, err := images.Environment{}.Normalize()

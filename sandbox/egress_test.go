@@ -67,14 +67,14 @@ func TestEgressAllowlist(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), ca, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	allow, err := egress.ParseAllowlist([]string{"api.test", "example.com", "loop.test", "meta.test"})
+	hp, tp := port(t, plain.URL), port(t, tlsSrv.URL)
+	allow, err := egress.ParseAllowlist([]string{"api.test:" + hp, "example.com:" + tp, "loop.test:" + hp, "meta.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		Resolver: egress.StaticResolver{"api.test": netip.MustParseAddr("127.0.0.1"), "example.com": netip.MustParseAddr("127.0.0.1"),
-			"other.test": netip.MustParseAddr("127.0.0.1"), "loop.test": netip.MustParseAddr("127.0.0.2"), "meta.test": netip.MustParseAddr("169.254.169.254")}}
-	hp, tp := port(t, plain.URL), port(t, tlsSrv.URL)
+		Resolver: testResolver(t, map[string]string{"api.test": "127.0.0.1", "example.com": "127.0.0.1",
+			"other.test": "127.0.0.1", "loop.test": "127.0.0.2", "meta.test": "169.254.169.254"})}
 	for _, rt := range testenv.Runtimes(t, eng) {
 		t.Run(orRunc(rt), func(t *testing.T) {
 			sb, _ := newSandbox(t, sandbox.Config{Runtime: rt})
@@ -102,7 +102,7 @@ func TestEgressAllowlist(t *testing.T) {
 			if ifs := fmt.Sprint(got["interfaces"]); ifs != "[lo]" {
 				t.Errorf("interfaces in the container: %s, want only lo", ifs)
 			}
-			for _, want := range []string{"allowed api.test:" + hp + " (1 connections", "allowed example.com:" + tp,
+			for _, want := range []string{"allowed api.test:" + hp + " (1 connection,", "allowed example.com:" + tp,
 				"refused other.test:" + hp + " (not on the allowlist)", "refused loop.test:" + hp, "refused meta.test:80", "refused 169.254.169.254:80"} {
 				if !strings.Contains(res.Network, want) {
 					t.Errorf("network line %q lacks %q", res.Network, want)
@@ -124,6 +124,19 @@ func TestNoEgressWithoutAllowlist(t *testing.T) {
 	if got, want := strings.TrimSpace(res.Stdout), "[] False ['lo']"; got != want || res.Network != "" {
 		t.Errorf("got %q (network %q), want %q and no network line", got, res.Network, want)
 	}
+}
+
+func testResolver(t *testing.T, names map[string]string) egress.Resolver {
+	t.Helper()
+	table := map[string][]netip.Addr{}
+	for n, a := range names {
+		table[n] = []netip.Addr{netip.MustParseAddr(a)}
+	}
+	r, err := egress.NewTestResolver(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func port(t *testing.T, url string) string {

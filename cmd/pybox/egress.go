@@ -49,14 +49,14 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // testResolver reads "name=address,...": the names resolve to those
 // addresses and nothing else resolves (tests only).
 func testResolver(s string) (egress.Resolver, error) {
-	r := egress.StaticResolver{}
+	table := map[string][]netip.Addr{}
 	for _, e := range splitList(s) {
 		name, addr, ok := strings.Cut(e, "=")
 		a, err := netip.ParseAddr(addr)
 		if !ok || err != nil || name == "" {
 			return nil, fmt.Errorf("%q: want name=address", e)
 		}
-		r[strings.ToLower(name)] = a
+		table[name] = append(table[name], a)
 	}
-	return r, nil
+	return egress.NewTestResolver(table)
 }

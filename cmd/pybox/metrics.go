@@ -45,7 +45,7 @@ func newMetrics(pools func() map[string]int) *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_http_requests_total",
 			Help: "HTTP requests by status code."}, []string{"code"}),
 		egress: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_egress_connections_total",
-			Help: "Connections programs made through the egress proxy, by tenant and verdict (allowed; refused: counted once per refused destination and run)."}, []string{"tenant", "verdict"}),
+			Help: "Connections programs made through the egress proxy, by tenant and verdict (allowed; refused; dropped: closed before naming a destination, over the limits or malformed)."}, []string{"tenant", "verdict"}),
 		egressB: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pybox_egress_bytes_total",
 			Help: "Bytes through the egress proxy, by tenant and direction (in: to the program; out: from it)."}, []string{"tenant", "direction"}),
 	}
@@ -99,14 +99,14 @@ func (a *app) observeRun(path string, res sandbox.Result, err error) {
 
 // observeEgress counts what a run's egress proxy saw.
 func (m *metrics) observeEgress(tenant string, r egress.Report) {
-	for _, d := range r.Dests {
-		if !d.Allowed {
-			m.egress.WithLabelValues(tenant, "refused").Inc()
-			continue
-		}
-		m.egress.WithLabelValues(tenant, "allowed").Add(float64(d.Connections))
+	for _, d := range r.Destinations {
+		m.egress.WithLabelValues(tenant, "allowed").Add(float64(d.Conns))
+		m.egress.WithLabelValues(tenant, "refused").Add(float64(d.Refused))
 		m.egressB.WithLabelValues(tenant, "in").Add(float64(d.BytesIn))
 		m.egressB.WithLabelValues(tenant, "out").Add(float64(d.BytesOut))
+	}
+	if r.Dropped > 0 {
+		m.egress.WithLabelValues(tenant, "dropped").Add(float64(r.Dropped))
 	}
 }
 
