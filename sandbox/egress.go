@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"log/slog"
+	"strconv"
+	"sync"
 
 	"github.com/pybox-dev/pybox/internal/egress"
 	"github.com/pybox-dev/pybox/internal/egressdir"
@@ -10,8 +12,13 @@ import (
 // egress: p's run has a network (a proxy of its own).
 func (p Program) egress() bool { return p.Egress != nil && !p.Egress.Allow.Empty() }
 
-// egressRun is a run's proxy; nil (no allowlist) does nothing.
-type egressRun struct{ run *egressdir.Run }
+// egressRun is a run's (or a session's) proxy; nil (no allowlist) does
+// nothing.
+type egressRun struct {
+	run  *egressdir.Run
+	mu   sync.Mutex
+	last egress.Report // a session's report at the end of its previous turn
+}
 
 // startEgress starts the proxy of a run with cfg's allowlist, in a fresh
 // private folder of the sandbox's (RunsDir, else the temporary folder);
@@ -58,6 +65,39 @@ func (e *egressRun) into(res *Result, log *slog.Logger) {
 	}
 	res.Egress = e.close(log)
 	res.Network = res.Egress.String()
+}
+
+// turnInto puts what a session's proxy saw during the turn just ended in
+// res: the report's growth since the previous turn.
+func (e *egressRun) turnInto(res *Result) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.run.Report()
+	res.Egress = since(now, e.last)
+	res.Network = res.Egress.String()
+	e.last = now
+}
+
+// since is what report now adds to before: the destinations whose counts
+// grew, by how much.
+func since(now, before egress.Report) egress.Report {
+	old := map[string]egress.Destination{}
+	for _, d := range before.Destinations {
+		old[d.Host+":"+strconv.Itoa(d.Port)] = d
+	}
+	out := egress.Report{Dropped: now.Dropped - before.Dropped}
+	for _, d := range now.Destinations {
+		o := old[d.Host+":"+strconv.Itoa(d.Port)]
+		d.Conns, d.Refused = d.Conns-o.Conns, d.Refused-o.Refused
+		d.BytesIn, d.BytesOut = d.BytesIn-o.BytesIn, d.BytesOut-o.BytesOut
+		if d.Conns > 0 || d.Refused > 0 || d.BytesIn > 0 || d.BytesOut > 0 {
+			out.Destinations = append(out.Destinations, d)
+		}
+	}
+	return out
 }
 
 // withEgress mounts the egress folder dir ("" = none) and tells the

@@ -151,3 +151,30 @@ func orRunc(rt string) string {
 	}
 	return rt
 }
+
+// TestEgressSession: a session's kernel reaches the allowed name through
+// the session's own proxy, and each turn reports what that turn reached.
+func TestEgressSession(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) }))
+	defer up.Close()
+	hp := port(t, up.URL)
+	allow, err := egress.ParseAllowlist([]string{"api.test:" + hp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Resolver: testResolver(t, map[string]string{"api.test": "127.0.0.1"})}
+	sb, _ := newSandbox(t, sandbox.Config{Egress: cfg})
+	ws := workspace(t, "")
+	get := fmt.Sprintf(`import urllib.request; print(urllib.request.urlopen("http://api.test:%s/", timeout=20).read().decode())`, hp)
+	for i, code := range []string{get, "print('offline turn')", get + "\n" + get} {
+		res, err := sb.RunInSession(t.Context(), "egress", sandbox.SessionProgram{Workspace: ws, Code: code, Filename: "/workspace/s.py"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"allowed api.test:" + hp + " (1 connection,", "none", "allowed api.test:" + hp + " (2 connections,"}[i]
+		if res.ExitCode != 0 || !strings.HasPrefix(res.Network, want) {
+			t.Errorf("turn %d: exit %d, stdout %q, stderr %q, network %q; want a network line with %q", i, res.ExitCode, res.Stdout, res.Stderr, res.Network, want)
+		}
+	}
+}

@@ -81,7 +81,8 @@ type Config struct {
 	// outside them counts while programs run on it.
 	StorageDirs []string
 	// Egress is the network of every stateless run whose Program.Egress
-	// is nil (see Program.Egress); nil or an empty allowlist: none.
+	// is nil (see Program.Egress), and of every session (a proxy of its
+	// own for its life); nil or an empty allowlist: none.
 	Egress *egress.Config
 	Log    *slog.Logger // nil discards
 }

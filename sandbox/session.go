@@ -44,6 +44,7 @@ type session struct {
 	python    []string
 	workspace string
 	outputs   *sessionOutputs // its private output area; nil = none
+	egress    *egressRun      // its egress proxy, for the session's life; nil = no network
 	created   time.Time
 
 	mu       sync.Mutex // guards the fields below
@@ -64,12 +65,19 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 	if outputs != nil {
 		plan.SessionOutputs = outputs.dir
 	}
+	net, err := s.startEgress(s.cfg.Egress)
+	if err != nil {
+		outputs.remove()
+		return nil, err
+	}
+	plan.withEgress(net.dir())
 	c, err := s.start(ctx, plan, "session")
 	if err != nil {
 		outputs.remove()
+		net.close(s.log)
 		return nil, fmt.Errorf("session kernel did not start: %w", err)
 	}
-	return &session{conn: c, id: id, image: p.Image, python: p.Python, workspace: p.Workspace, outputs: outputs,
+	return &session{conn: c, id: id, image: p.Image, python: p.Python, workspace: p.Workspace, outputs: outputs, egress: net,
 		created: time.Now(), lastUsed: time.Now()}, nil
 }
 

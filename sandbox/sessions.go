@@ -173,6 +173,7 @@ func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram
 	res.Stdout, tout = stdout.result()
 	res.Stderr, terr = stderr.result()
 	res.Truncated = tout || terr || res.DroppedBytes > 0
+	ls.egress.turnInto(&res)
 	if lost != nil {
 		res.SessionLost = true
 		s.sess.retire(ls, lostReason(res, lost, err))
@@ -246,6 +247,7 @@ func (r *sessions) retire(ls *liveSession, reason string) {
 	r.mu.Unlock()
 	ls.stopWatch()
 	ls.destroy(context.Background(), r.log)
+	ls.egress.close(r.log)
 	if err := ls.outputs.remove(); err != nil {
 		r.log.Warn("session output area not removed", "session_id", ls.id, "err", err)
 	}

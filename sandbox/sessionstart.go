@@ -64,6 +64,7 @@ func (s *Sandbox) startLive(id string, p SessionProgram) (*liveSession, error) {
 	if !s.sess.register(ls) {
 		ls.stopWatch()
 		ss.destroy(s.sess.ctx, s.log)
+		ss.egress.close(s.log)
 		_ = ss.outputs.remove() // Close removes the runs folder anyway
 		return nil, errClosed
 	}

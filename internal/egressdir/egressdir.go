@@ -99,6 +99,14 @@ func (r *Run) Mount() mount.Mount {
 	return mount.Mount{Type: mount.TypeBind, Source: r.dir, Target: Mount, ReadOnly: true}
 }
 
+// Report is what the proxy has seen so far (all of it, once closed).
+func (r *Run) Report() egress.Report {
+	if r.closed {
+		return r.report
+	}
+	return r.proxy.Report()
+}
+
 // SocketPath is the socket inside the container.
 func SocketPath() string { return Mount + "/" + Socket }
 
