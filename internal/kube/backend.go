@@ -8,7 +8,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,13 +28,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
@@ -210,24 +205,43 @@ func (b *Backend) Start(ctx context.Context, spec engine.Spec) (*Attached, error
 	a, running := b.watch(pod)
 	a.inR, a.inW = io.Pipe()
 	a.outR, a.outW = io.Pipe()
-	wait, stop := context.WithTimeout(ctx, startTimeout)
-	defer stop()
-	select {
-	case err = <-running:
-	case <-wait.Done():
-		err = fmt.Errorf("pod %s did not start within %v: %s", pod.Name, startTimeout, a.pending())
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-	}
+	err = a.attach(orDiscard(spec.Stderr))
 	if err == nil {
-		err = a.attach(orDiscard(spec.Stderr))
+		err = a.waitConnected(ctx, running)
 	}
 	if err != nil {
 		a.Destroy(ctx)
 		return nil, err
 	}
 	return a, nil
+}
+
+// waitConnected waits for the attach stream to open, or for the pod to
+// fail to start, within startTimeout.
+func (a *Attached) waitConnected(ctx context.Context, running <-chan error) error {
+	wait, stop := context.WithTimeout(ctx, startTimeout)
+	defer stop()
+	for {
+		select {
+		case <-a.connected:
+			return nil
+		case err := <-running:
+			if err != nil && !closed(a.connected) {
+				return err
+			}
+			running = nil // it runs: the stream opens next
+		case <-a.ended:
+			if closed(a.connected) {
+				return nil
+			}
+			return fmt.Errorf("attach to pod %s: %w", a.name, a.attachErr())
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("pod %s did not start within %v: %s", a.name, startTimeout, a.pending())
+		}
+	}
 }
 
 // Run runs spec's pod to completion (probes: no stdin) and deletes it;
@@ -279,7 +293,7 @@ func (b *Backend) Run(ctx context.Context, spec engine.Spec) (engine.Exit, error
 // watch starts following pod's state (see follow); running gets the
 // first answer: nil once its container runs, else why it cannot.
 func (b *Backend) watch(pod *corev1.Pod) (a *Attached, running <-chan error) {
-	a = &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{})}
+	a = &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{}), bound: make(chan struct{}), runs: make(chan struct{}), connected: make(chan struct{})}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	ch := make(chan error, 1)
 	a.wg.Go(func() { a.follow(pod.ResourceVersion, ch) })
@@ -345,213 +359,8 @@ func (b *Backend) RemoveStrays(ctx context.Context) int {
 	return len(b.strays)
 }
 
-// Attached is a running pod with the runner's channel attached.
-type Attached struct {
-	b         *Backend
-	name      string
-	inR, outR *io.PipeReader
-	inW, outW *io.PipeWriter
-	ctx       context.Context // ends the watch and the attach stream
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	done      chan struct{} // closed when the container has ended
-	ended     chan struct{} // closed when the attach stream has ended
-	exit      engine.Exit
-	last      *corev1.Pod // the latest state seen, for errors
-	lastMu    sync.Mutex
-	once      sync.Once
-	endedOnce sync.Once
-}
-
-func (a *Attached) ContainerID() string         { return a.name }
-func (a *Attached) Output() io.Reader           { return a.outR }
-func (a *Attached) Write(p []byte) (int, error) { return a.inW.Write(p) }
-func (a *Attached) Done() <-chan struct{}       { return a.done }
-func (a *Attached) Exit() engine.Exit           { return a.exit }
-func (a *Attached) Broken() bool                { return closed(a.ended) }
-
-func closed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
 // readNamespaceFile is the namespace of the pod pybox runs in.
 func readNamespaceFile() (string, error) {
 	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 	return strings.TrimSpace(string(b)), err
-}
-
-// attach opens the attach stream (websocket, or SPDY on older servers)
-// and copies it until it ends.
-func (a *Attached) attach(stderr io.Writer) error {
-	req := a.b.cs.CoreV1().RESTClient().Post().Namespace(a.b.opts.Namespace).Resource("pods").Name(a.name).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: ContainerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	spdy, err := remotecommand.NewSPDYExecutor(a.b.rest, "POST", req.URL())
-	if err != nil {
-		return fmt.Errorf("attach to pod %s: %w", a.name, err)
-	}
-	ws, err := remotecommand.NewWebSocketExecutor(a.b.rest, "GET", req.URL().String())
-	if err != nil {
-		return fmt.Errorf("attach to pod %s: %w", a.name, err)
-	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	if err != nil {
-		return fmt.Errorf("attach to pod %s: %w", a.name, err)
-	}
-	a.wg.Go(func() {
-		err := exec.StreamWithContext(a.ctx, remotecommand.StreamOptions{Stdin: a.inR, Stdout: a.outW, Stderr: stderr})
-		if err == nil {
-			err = io.EOF
-		}
-		a.outW.CloseWithError(err)
-		a.endedOnce.Do(func() { close(a.ended) })
-	})
-	return nil
-}
-
-// follow watches the pod: it reports on running when its container runs
-// (or an error when it cannot), then closes done with its exit.
-func (a *Attached) follow(rv string, running chan<- error) {
-	defer a.endedOnce.Do(func() { close(a.ended) })
-	pods := a.b.cs.CoreV1().Pods(a.b.opts.Namespace)
-	told := false
-	tell := func(err error) {
-		if !told {
-			told = true
-			running <- err
-		}
-	}
-	finish := func(x engine.Exit) {
-		a.exit = x
-		close(a.done)
-	}
-	for a.ctx.Err() == nil {
-		w, err := pods.Watch(a.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + a.name, ResourceVersion: rv, AllowWatchBookmarks: true})
-		if err != nil {
-			if a.ctx.Err() != nil {
-				break
-			}
-			time.Sleep(time.Second) // the API server away, say: try again
-			if p, gerr := pods.Get(a.ctx, a.name, metav1.GetOptions{}); gerr == nil {
-				rv = p.ResourceVersion
-			} else if apierrors.IsNotFound(gerr) {
-				tell(fmt.Errorf("pod %s was deleted before it ran", a.name))
-				finish(engine.Exit{Code: -1, Lost: true})
-				return
-			}
-			continue
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				rv = "" // expired, say: the next watch starts from the pod's state now
-				w.Stop()
-				break
-			}
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			rv = p.ResourceVersion
-			a.lastMu.Lock()
-			a.last = p
-			a.lastMu.Unlock()
-			if ev.Type == watch.Deleted {
-				w.Stop()
-				tell(fmt.Errorf("pod %s was deleted before it ran", a.name))
-				finish(engine.Exit{Code: 137})
-				return
-			}
-			st := containerState(p)
-			if why := startFailure(p, st); why != "" {
-				w.Stop()
-				tell(fmt.Errorf("pod %s cannot start: %s", a.name, why))
-				finish(engine.Exit{Code: -1})
-				return
-			}
-			if st != nil && st.Running != nil {
-				tell(nil)
-			}
-			if st != nil && st.Terminated != nil {
-				w.Stop()
-				tell(fmt.Errorf("pod %s ended before pybox could attach (exit %d: %s)", a.name, st.Terminated.ExitCode, st.Terminated.Reason))
-				finish(engine.Exit{Code: int(st.Terminated.ExitCode), OOMKilled: st.Terminated.Reason == "OOMKilled"})
-				return
-			}
-		}
-	}
-	tell(context.Cause(a.ctx))
-	finish(engine.Exit{Code: 137, Cancelled: true})
-}
-
-func containerState(p *corev1.Pod) *corev1.ContainerState {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == ContainerName {
-			return &s.State
-		}
-	}
-	return nil
-}
-
-// startFailure says why a pod will not start, or "".
-func startFailure(p *corev1.Pod, st *corev1.ContainerState) string {
-	if st != nil && st.Waiting != nil {
-		switch st.Waiting.Reason {
-		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
-			return st.Waiting.Reason + ": " + st.Waiting.Message
-		}
-	}
-	if p.Status.Phase == corev1.PodFailed && (st == nil || st.Terminated == nil) {
-		return "the pod failed: " + p.Status.Reason + " " + p.Status.Message
-	}
-	return ""
-}
-
-// pending describes why the pod is not running yet.
-func (a *Attached) pending() string {
-	a.lastMu.Lock()
-	p := a.last
-	a.lastMu.Unlock()
-	if p == nil {
-		return "no status yet"
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "phase %s", p.Status.Phase)
-	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue && c.Message != "" {
-			fmt.Fprintf(&b, "; %s: %s", c.Reason, c.Message)
-		}
-	}
-	if st := containerState(p); st != nil && st.Waiting != nil {
-		fmt.Fprintf(&b, "; %s %s", st.Waiting.Reason, st.Waiting.Message)
-	}
-	return b.String()
-}
-
-// Destroy deletes the pod and waits for the watch and the stream. It is
-// idempotent.
-func (a *Attached) Destroy(ctx context.Context) error {
-	var err error
-	a.once.Do(func() {
-		err = a.b.Remove(ctx, a.name)
-		if a.inW != nil {
-			a.inW.CloseWithError(io.ErrClosedPipe)
-			a.outR.CloseWithError(io.ErrClosedPipe)
-		}
-		a.cancel()
-		a.wg.Wait()
-	})
-	return err
 }

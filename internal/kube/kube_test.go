@@ -36,6 +36,9 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if node != nil {
+		node.Stop()
+	}
 	if cp != nil {
 		cp.Stop()
 		os.RemoveAll(cp.Dir)

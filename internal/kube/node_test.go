@@ -1,0 +1,89 @@
+package kube_test
+
+import (
+	"bufio"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pybox-dev/pybox/internal/contract"
+	"github.com/pybox-dev/pybox/internal/kube"
+	"github.com/pybox-dev/pybox/internal/testenv"
+)
+
+var (
+	nodeOnce  sync.Once
+	node      *testenv.Node
+	nodeImage string
+	nodeErr   error
+)
+
+// withNode is the shared control plane with a real node (kubelet,
+// containerd, CNI) that runs the runtime image; it skips where no node
+// can run (not root, binaries missing) unless PYBOX_REQUIRE_K8S is set.
+func withNode(t *testing.T) *testenv.ControlPlane {
+	t.Helper()
+	c := cluster(t)
+	bin := os.Getenv("PYBOX_K8S_BIN")
+	if why := testenv.KubeNodeReady(bin); why != "" {
+		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
+			t.Fatalf("PYBOX_REQUIRE_K8S is set but no node can run here: %s", why)
+		}
+		t.Skip(why)
+	}
+	image := testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	nodeOnce.Do(func() {
+		nodeImage = image
+		node, nodeErr = testenv.StartNode(c, bin, image)
+	})
+	if nodeErr != nil {
+		t.Fatal(nodeErr)
+	}
+	return c
+}
+
+// TestColdStart: Start answers once the runner's stdin and stdout are
+// attached, without waiting for the kubelet's next relist to report the
+// container running; the program's first line comes back through the
+// stream. It logs the figures (create to attached, and to the echo).
+func TestColdStart(t *testing.T) {
+	c := withNode(t)
+	cs, ns := namespace(t, c)
+	ctx := t.Context()
+	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attached, echoed []time.Duration
+	for i := range 5 {
+		spec := runSpec("pybox-cold-"+string(rune('a'+i)), "")
+		spec.Config.Image = nodeImage
+		spec.Config.Cmd = []string{contract.VenvPython, "-c", "import sys\nprint('echo', sys.stdin.readline().strip(), flush=True)"}
+		start := time.Now()
+		a, err := b.Start(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attached = append(attached, time.Since(start))
+		if _, err := a.Write([]byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(a.Output()).ReadString('\n')
+		echoed = append(echoed, time.Since(start))
+		if line != "echo hello\n" {
+			t.Errorf("run %d: %q, %v; want the echo through the attach stream", i, line, err)
+		}
+		if err := a.Destroy(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("cold start to attached: p50 %v %v; to the echo: p50 %v %v", median(attached), attached, median(echoed), echoed)
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
