@@ -348,7 +348,7 @@ func (c *config) backend(limits sandbox.Limits, log *slog.Logger) (sandbox.Backe
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	kb, err := kube.New(ctx, kube.Config{Kubeconfig: c.Kubeconfig, Namespace: c.K8sNamespace, WorkspaceBytes: limits.WorkspaceBytes,
-		OwnerPod: os.Getenv("POD_NAME"), OwnerUID: os.Getenv("POD_UID"), Log: log})
+		OwnerPod: os.Getenv("POD_NAME"), OwnerUID: os.Getenv("POD_UID"), OwnerNamespace: os.Getenv("POD_NAMESPACE"), Log: log})
 	if err != nil {
 		return nil, err
 	}

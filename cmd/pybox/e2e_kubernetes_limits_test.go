@@ -117,8 +117,9 @@ except OSError as e:
 	t.Logf("workspace flood and the next call: %v", time.Since(start))
 }
 
-// kubeNodeForLimits starts a control plane and a node for one test and
-// returns a kubeconfig for namespace "sandboxes" and the runtime image.
+// kubeNodeForLimits starts a control plane and a node for one test, applies
+// cmd/pybox/kubernetes's namespaces and RBAC, and returns a kubeconfig of
+// pybox's account for the sandboxes' namespace and the runtime image.
 func kubeNodeForLimits(t *testing.T) (kubeconfig, image string, cs kubernetes.Interface) {
 	bin := testenv.KubeBin(t)
 	if why := testenv.KubeNodeReady(bin); why != "" {
@@ -144,33 +145,26 @@ func kubeNodeForLimits(t *testing.T) (kubeconfig, image string, cs kubernetes.In
 		}
 	})
 	cs = kubernetes.NewForConfigOrDie(cp.Admin)
-	const ns = "sandboxes"
-	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err = cp.Kubeconfig("pybox", "admin-token", ns)
+	kubeconfig, _, err = testenv.SandboxKubeconfig(t.Context(), cp, "kubernetes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return kubeconfig, image, cs
 }
 
-// podLogBytes waits for the one running pod of namespace sandboxes whose
+// podLogBytes waits for the one running pod of the sandboxes' namespace whose
 // log contains mark and returns the size of that log (read up to 16 MiB).
 func podLogBytes(t *testing.T, cs kubernetes.Interface, mark string) int {
 	var size int
 	wait, stop := context.WithTimeout(t.Context(), 90*time.Second)
 	defer stop()
 	found := testenv.WaitFor(wait, func() bool {
-		pods, err := cs.CoreV1().Pods("sandboxes").List(t.Context(), metav1.ListOptions{})
+		pods, err := cs.CoreV1().Pods(sandboxNS).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			return false
 		}
 		for _, p := range pods.Items {
-			raw, err := cs.CoreV1().Pods("sandboxes").GetLogs(p.Name, &corev1.PodLogOptions{LimitBytes: ptrTo(int64(16 << 20))}).DoRaw(t.Context())
+			raw, err := cs.CoreV1().Pods(sandboxNS).GetLogs(p.Name, &corev1.PodLogOptions{LimitBytes: ptrTo(int64(16 << 20))}).DoRaw(t.Context())
 			if err == nil && strings.Contains(string(raw), mark) {
 				size = len(raw)
 				return true
@@ -183,5 +177,8 @@ func podLogBytes(t *testing.T, cs kubernetes.Interface, mark string) int {
 	}
 	return size
 }
+
+// sandboxNS is the sandboxes' namespace of cmd/pybox/kubernetes/namespace.yaml.
+const sandboxNS = "pybox-sandboxes"
 
 func ptrTo[T any](v T) *T { return &v }

@@ -50,14 +50,10 @@ func TestKubernetesNode(t *testing.T) {
 	t.Cleanup(node.Stop)
 	cs := kubernetes.NewForConfigOrDie(cp.Admin)
 	ctx := t.Context()
-	const ns = "sandboxes"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := cp.Kubeconfig("pybox", "admin-token", ns)
+	// The namespaces and the Role of cmd/pybox/kubernetes, as an operator
+	// applies them: pybox runs as its ServiceAccount, its pods in the
+	// sandboxes' namespace under Pod Security restricted.
+	kubeconfig, ns, err := testenv.SandboxKubeconfig(ctx, cp, "kubernetes")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,10 +56,13 @@ type Config struct {
 	Namespace  string // where the pods go; "" = the kubeconfig's, or "default"
 	// WorkspaceBytes sizes a session's workspace emptyDir (see PodOptions).
 	WorkspaceBytes int64
-	// OwnerPod and OwnerUID name the pod pybox runs in (from the downward
-	// API); when set, sandbox pods are its dependents.
-	OwnerPod, OwnerUID string
-	Log                *slog.Logger
+	// OwnerPod, OwnerUID and OwnerNamespace name the pod pybox runs in
+	// (from the downward API; the namespace "" = the in-cluster one); when
+	// set, sandbox pods in that same namespace are its dependents (an owner
+	// in another namespace would count as absent: the garbage collector
+	// would delete them).
+	OwnerPod, OwnerUID, OwnerNamespace string
+	Log                                *slog.Logger
 }
 
 // Backend runs pybox's containers as pods. Create it with New.
@@ -99,7 +102,11 @@ func NewWith(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, cfg 
 	b := &Backend{cs: cs, rest: rc, log: cfg.Log, strays: map[string]bool{},
 		opts: PodOptions{Namespace: ns, WorkspaceBytes: cfg.WorkspaceBytes}}
 	if cfg.OwnerPod != "" && cfg.OwnerUID != "" {
-		b.opts.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: cfg.OwnerPod, UID: types.UID(cfg.OwnerUID)}
+		if ons := ownerNamespace(cfg.OwnerNamespace); ons == "" || ons == ns {
+			b.opts.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: cfg.OwnerPod, UID: types.UID(cfg.OwnerUID)}
+		} else {
+			b.log.Info("sandbox pods are not dependents of the server's pod: it runs in another namespace", "server_namespace", ons, "namespace", ns)
+		}
 	}
 	if _, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: contract.LabelManaged + "=true"}); err != nil {
 		return nil, b.explain("list pods", err)
@@ -357,6 +364,16 @@ func (b *Backend) RemoveStrays(ctx context.Context) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.strays)
+}
+
+// ownerNamespace is the namespace of the server's pod: ns, else the
+// in-cluster one, else "" (unknown).
+func ownerNamespace(ns string) string {
+	if ns != "" {
+		return ns
+	}
+	own, _ := readNamespaceFile() // not in a pod: unknown
+	return own
 }
 
 // readNamespaceFile is the namespace of the pod pybox runs in.

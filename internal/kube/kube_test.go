@@ -11,16 +11,13 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/mount"
-	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/kube"
@@ -175,19 +172,32 @@ func TestPodsCarryTheContract(t *testing.T) {
 	}
 }
 
-// TestRBAC: pybox's account without the Role of cmd/pybox/kubernetes gets
-// a clear error naming it; with it, pybox manages its pods, and nothing
-// beyond (secrets, other namespaces).
+// TestRBAC: pybox's account, as cmd/pybox/kubernetes's manifests make it
+// (its own namespace, the Role in the sandboxes' namespace), gets a clear
+// error naming them while it lacks the Role; with it, pybox manages its
+// pods in the sandboxes' namespace, and nothing beyond (secrets, exec,
+// pods in the server's namespace, the server's replicas).
 func TestRBAC(t *testing.T) {
 	c := cluster(t)
-	cs, ns := namespace(t, c)
+	cs := kubernetes.NewForConfigOrDie(c.Admin)
 	ctx := t.Context()
-	objs := rbacObjects(t)
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, objs.sa, metav1.CreateOptions{}); err != nil {
+	m, err := testenv.ReadManifests(manifests)
+	if err != nil {
 		t.Fatal(err)
 	}
-	token := saToken(t, cs, ns, objs.sa.Name)
-	kubeconfig, err := c.Kubeconfig("pybox-"+ns, token, ns)
+	if err := m.ApplyAccounts(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	ns, server := m.SandboxNamespace(), m.Accounts[0].Namespace
+	if ns == server {
+		t.Fatalf("the sandboxes' namespace is the server's (%s)", ns)
+	}
+	// An account of the server's namespace without the binding.
+	bare := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "pybox-unbound", Namespace: server}}
+	if _, err := cs.CoreV1().ServiceAccounts(server).Create(ctx, bare, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.Kubeconfig("pybox-unbound", token(t, cs, server, bare.Name), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +205,11 @@ func TestRBAC(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "cmd/pybox/kubernetes") {
 		t.Fatalf("without the Role: %v; want a forbidden error naming the manifests", err)
 	}
-	if _, err := cs.RbacV1().Roles(ns).Create(ctx, objs.role, metav1.CreateOptions{}); err != nil {
+	if err := m.ApplyRBAC(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, objs.binding, metav1.CreateOptions{}); err != nil {
+	tok := token(t, cs, server, m.Accounts[0].Name)
+	if kubeconfig, err = c.Kubeconfig("pybox-rbac", tok, ns); err != nil {
 		t.Fatal(err)
 	}
 	var b *kube.Backend
@@ -218,21 +229,100 @@ func TestRBAC(t *testing.T) {
 	if err := b.Remove(ctx, pod.Name); err != nil {
 		t.Errorf("remove: %v", err)
 	}
-	sa := kubernetes.NewForConfigOrDie(c.Config(token))
+	sa := kubernetes.NewForConfigOrDie(c.Config(tok))
 	for _, ra := range []authzv1.ResourceAttributes{
 		{Namespace: ns, Verb: "get", Resource: "secrets"},
-		{Namespace: "default", Verb: "create", Resource: "pods"},
 		{Namespace: ns, Verb: "create", Resource: "pods", Subresource: "exec"},
+		{Namespace: ns, Verb: "update", Resource: "pods"},
+		{Namespace: server, Verb: "create", Resource: "pods"},
+		{Namespace: server, Verb: "delete", Resource: "pods"},
+		{Namespace: server, Verb: "create", Resource: "pods", Subresource: "attach"},
+		{Namespace: "default", Verb: "create", Resource: "pods"},
+		{Verb: "update", Resource: "namespaces", Name: ns},
 	} {
 		r, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Status.Allowed {
-			t.Errorf("the Role allows more than the backend needs: %s %s/%s in %s", ra.Verb, ra.Resource, ra.Subresource, ra.Namespace)
+			t.Errorf("the Role allows more than the backend needs: %s %s/%s %s in %q", ra.Verb, ra.Resource, ra.Subresource, ra.Name, ra.Namespace)
 		}
 	}
 }
+
+// TestPodSecurity: the sandboxes' namespace, as namespace.yaml makes it,
+// is under Pod Security `restricted`: the API server refuses a privileged
+// pod, a hostPath pod, a host-network pod and a root pod there, even from
+// an admin; pybox's own pods (a run, a session with its workspace, under
+// a RuntimeClass) are admitted.
+func TestPodSecurity(t *testing.T) {
+	c := cluster(t)
+	cs := kubernetes.NewForConfigOrDie(c.Admin)
+	ctx := t.Context()
+	m, err := testenv.ReadManifests(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyAccounts(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	ns := m.SandboxNamespace()
+	hostile := map[string]func(*corev1.Pod){
+		"privileged": func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+		},
+		"hostPath": func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "root", MountPath: "/host"}}
+		},
+		"hostNetwork": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"root":        func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))} },
+	}
+	_, open := namespace(t, c) // no Pod Security labels: the control
+	for name, mutate := range hostile {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hostile-" + strings.ToLower(name)},
+			Spec: corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "c", Image: "pybox-runtime:base"}}}}
+		mutate(p) // bound to no real node: admitted in the control, it never runs
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		switch {
+		case name == "privileged" && apierrors.IsInvalid(err) && strings.Contains(err.Error(), "disallowed by cluster policy"):
+			// this API server allows no privileged pod anywhere (--allow-privileged=false)
+		case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity \"restricted:latest\""):
+			t.Errorf("a %s pod in %s: %v; want it refused by PodSecurity restricted", name, ns, err)
+			_ = cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		}
+		if name == "privileged" {
+			continue
+		}
+		// The control: without the labels the same pod is admitted.
+		if _, err := cs.CoreV1().Pods(open).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Errorf("a %s pod in a namespace without Pod Security labels: %v; want it admitted", name, err)
+		}
+	}
+	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{WorkspaceBytes: 64 << 20}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := runSpec("pybox-session-psa-1", "gvisor")
+	delete(session.Host.Tmpfs, "/workspace")
+	session.Host.Mounts = append(session.Host.Mounts, hostMount("/state/sessions/x", "/workspace"))
+	for _, spec := range []engine.Spec{runSpec("pybox-run-psa-1", ""), session} {
+		pod, err := b.Create(ctx, spec)
+		if err != nil {
+			t.Errorf("pybox's pod %s refused in %s: %v", spec.Name, ns, err)
+			continue
+		}
+		if err := b.Remove(ctx, pod.Name); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// manifests is cmd/pybox/kubernetes from here.
+const manifests = "../../cmd/pybox/kubernetes"
 
 // TestReapByLabel: pods a gone pybox left (its lease released, not held)
 // are removed by the next one on the same state, found by their labels
@@ -285,57 +375,14 @@ func TestReapByLabel(t *testing.T) {
 	}
 }
 
-type rbac struct {
-	sa      *corev1.ServiceAccount
-	role    *rbacv1.Role
-	binding *rbacv1.RoleBinding
-}
-
-// rbacObjects reads the ServiceAccount, Role and RoleBinding users apply.
-func rbacObjects(t *testing.T) rbac {
+// token asks the API server for a token of ServiceAccount name.
+func token(t *testing.T, cs kubernetes.Interface, ns, name string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../cmd/pybox/kubernetes/rbac.yaml")
+	tok, err := testenv.Token(t.Context(), cs, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out rbac
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		var kind struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
-			t.Fatal(err)
-		}
-		var target any
-		switch kind.Kind {
-		case "ServiceAccount":
-			out.sa = &corev1.ServiceAccount{}
-			target = out.sa
-		case "Role":
-			out.role = &rbacv1.Role{}
-			target = out.role
-		case "RoleBinding":
-			out.binding = &rbacv1.RoleBinding{}
-			target = out.binding
-		default:
-			t.Fatalf("rbac.yaml: unexpected kind %q", kind.Kind)
-		}
-		if err := yaml.UnmarshalStrict([]byte(doc), target); err != nil {
-			t.Fatalf("rbac.yaml %s: %v", kind.Kind, err)
-		}
-	}
-	if out.sa == nil || out.role == nil || out.binding == nil {
-		t.Fatal("rbac.yaml lacks its ServiceAccount, Role or RoleBinding")
-	}
-	return out
-}
-
-// saToken asks the API server for a token of ServiceAccount name.
-func saToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
+	return tok
 }
 
 func ptr[T any](v T) *T { return &v }
