@@ -353,6 +353,13 @@ func (c *config) backend(limits sandbox.Limits, log *slog.Logger) (sandbox.Backe
 		return nil, err
 	}
 	log.Info("sandboxes run as Kubernetes pods", "namespace", kb.Namespace())
+	image, err := c.image()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkCluster(context.Background(), kb, image, log); err != nil {
+		return nil, err
+	}
 	return sandbox.Kubernetes(kb), nil
 }
 

@@ -32,6 +32,7 @@ type config struct {
 	Backend       string
 	K8sNamespace  string
 	Kubeconfig    string
+	K8sAccept     string
 	Timeout       time.Duration
 	MaxTimeout    time.Duration
 	Memory        string
@@ -157,6 +158,7 @@ func (c *config) commonSettings() []setting {
 		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc); default the daemon's", str(&c.Runtime, "")},
 		{"backend", "PYBOX_BACKEND", "where sandboxes run: docker (Docker or Podman) or kubernetes (a pod each; see the README's Kubernetes section)", str(&c.Backend, "docker")},
 		{"k8s-namespace", "PYBOX_K8S_NAMESPACE", "namespace of the sandbox pods with --backend kubernetes; default the kubeconfig's (in a pod: its own)", str(&c.K8sNamespace, "")},
+		{"k8s-accept-unenforced", "PYBOX_K8S_ACCEPT_UNENFORCED", "with --backend kubernetes, the start checks a cluster may fail and pybox still serves, separated by commas: networkpolicy (the deny-all NetworkPolicy is not enforced: sandboxes reach each other), pids (pods have no processes bound); default none: pybox refuses to start", str(&c.K8sAccept, "")},
 		{"kubeconfig", "KUBECONFIG", "kubeconfig file for --backend kubernetes; default the in-cluster config in a pod, else ~/.kube/config", str(&c.Kubeconfig, "")},
 		{"timeout", "PYBOX_TIMEOUT", "default wall-clock limit per run", dur(&c.Timeout, sandbox.DefaultTimeout)},
 		{"max-timeout", "PYBOX_MAX_TIMEOUT", "largest timeout a call may ask for", dur(&c.MaxTimeout, tools.DefaultMaxTimeout)},
@@ -378,6 +380,9 @@ func (c *config) validate() error {
 	}
 	if c.Backend != "docker" && c.Backend != "kubernetes" {
 		errs = append(errs, fmt.Errorf("backend %q: use docker or kubernetes", c.Backend))
+	}
+	if _, err := acceptUnenforced(c.K8sAccept); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxTimeout < c.Timeout {
 		errs = append(errs, fmt.Errorf("max timeout %v is below the default timeout %v", c.MaxTimeout, c.Timeout))

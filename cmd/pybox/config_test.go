@@ -74,6 +74,7 @@ func TestConfigErrors(t *testing.T) {
 		{"tiny memory", []string{"--memory", "1m"}, nil, "memory"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log level"},
 		{"bad allow-sdist", nil, map[string]string{"PYBOX_ALLOW_SDIST": "sometimes"}, "PYBOX_ALLOW_SDIST"},
+		{"unknown start check", nil, map[string]string{"PYBOX_K8S_ACCEPT_UNENFORCED": "networkpolicy,everything"}, "PYBOX_K8S_ACCEPT_UNENFORCED \"everything\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,11 @@ check("environment", not k8s and "PYBOX_RLIMITS" not in os.environ, k8s)
 // ENOSPC, not an eviction later.
 func TestKubernetesPodLimits(t *testing.T) {
 	kubeconfig, image, cs := kubeNodeForLimits(t)
-	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image, "PYBOX_WORKSPACE_QUOTA=64m")
+	refusedOnTestNode(t, kubeconfig, image)
+	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image, "PYBOX_WORKSPACE_QUOTA=64m")
+	if log := s.stderr.String(); !strings.Contains(log, "start checks") || !strings.Contains(log, "networkpolicy_enforced=false") {
+		t.Errorf("the server's log does not say what the start checks found:\n%s", log)
+	}
 	out, _ := s.exec(map[string]any{"code": podLimitsProbe, "timeout_s": 120})
 	if out.ExitCode != 0 || strings.Count(out.Stdout, " ok\n") != 5 {
 		t.Errorf("limits in a pod: %+v", out)
@@ -115,6 +120,35 @@ except OSError as e:
 		t.Errorf("the session after ENOSPC: %+v", out)
 	}
 	t.Logf("workspace flood and the next call: %v", time.Since(start))
+}
+
+// k8sAccept lets pybox serve on the test node, whose bridge CNI enforces
+// no NetworkPolicy and whose kubelet sets no podPidsLimit.
+const k8sAccept = "PYBOX_K8S_ACCEPT_UNENFORCED=networkpolicy,pids"
+
+// refusedOnTestNode: without k8sAccept, pybox refuses to start on the test
+// node, with an error naming the setting, and its log says what the start
+// checks found; accepting one check only is still refused for the other.
+func refusedOnTestNode(t *testing.T, kubeconfig, image string) {
+	for _, accept := range []string{"", "networkpolicy"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		cmd := exec.CommandContext(ctx, pyboxBin, "serve")
+		cmd.Env = append(os.Environ(), "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_IMAGE="+image, "PYBOX_BUILD=never",
+			"PYBOX_WARM_POOL=0", "CODE_STORAGE_DIR="+t.TempDir(), "PYBOX_STATE_DIR="+t.TempDir(), "PYBOX_K8S_ACCEPT_UNENFORCED="+accept)
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		want := "PYBOX_K8S_ACCEPT_UNENFORCED=networkpolicy,pids"
+		if accept != "" {
+			want = "PYBOX_K8S_ACCEPT_UNENFORCED=pids"
+		}
+		if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "networkpolicy_enforced=false") {
+			t.Errorf("pybox serve on the test node accepting %q: %v after %v; want a refusal naming %s and the log of the checks:\n%s", accept, err, time.Since(start), want, out)
+		}
+		_, refusal, _ := strings.Cut(string(out), "refusing")
+		refusal, _, _ = strings.Cut(refusal, "\n")
+		t.Logf("refused (accepting %q) in %v: refusing%s", accept, time.Since(start).Round(time.Millisecond), refusal)
+	}
 }
 
 // kubeNodeForLimits starts a control plane and a node for one test, applies

@@ -85,7 +85,7 @@ func TestKubernetesNode(t *testing.T) {
 		}
 	})
 
-	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
+	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
 	out, _ := s.exec(map[string]any{"code": "import os, socket\nprint(6 * 7, os.getuid(), os.getcwd())\nprint(sorted(os.listdir('.')))", "timeout_s": 120})
 	if out.ExitCode != 0 || !strings.HasPrefix(out.Stdout, "42 10001 /workspace\n") {
 		t.Fatalf("execute_code as a pod: %+v", out)
@@ -126,7 +126,7 @@ func TestKubernetesNode(t *testing.T) {
 
 	// Over HTTP with two tenants, as the manifests deploy it: /healthz
 	// answers for the API server, and each tenant's run is a pod.
-	h := startHTTP(t, false, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image)
+	h := startHTTP(t, false, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image)
 	if resp, err := http.Get(h.url + "/healthz"); err != nil {
 		t.Error(err)
 	} else {
@@ -152,7 +152,7 @@ func TestKubernetesNode(t *testing.T) {
 	// the pod is pending), when nobody speaks to it within the runner's
 	// GREET (60 s). Its pods stay, completed, until a reaper deletes them;
 	// here the test does.
-	k := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
+	k := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
 	k.exec(map[string]any{"code": "print(1)", "timeout_s": 120}) // asks for the pool
 	k.exec(map[string]any{"code": "x = 1", "session_id": "doomed", "timeout_s": 120})
 	mine := metav1.ListOptions{LabelSelector: "pybox.pid=" + strconv.Itoa(k.cmd.Process.Pid)}
@@ -188,7 +188,7 @@ func TestKubernetesNode(t *testing.T) {
 	// pybox bench -kubernetes: the latency rows as pods, beside Docker's.
 	n := cmp.Or(os.Getenv("PYBOX_K8S_BENCH_N"), "3")
 	bench := exec.CommandContext(ctx, pyboxBin, "bench", "-n", n, "-kubernetes", kubeconfig, "-json", "-")
-	bench.Env = append(os.Environ(), "PYBOX_BUILD=never", "PYBOX_IMAGE="+image)
+	bench.Env = append(os.Environ(), "PYBOX_BUILD=never", "PYBOX_IMAGE="+image, k8sAccept)
 	var berr strings.Builder
 	bench.Stderr = &berr
 	js, err := bench.Output()

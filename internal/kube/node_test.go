@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/kube"
 	"github.com/pybox-dev/pybox/internal/testenv"
@@ -86,4 +88,42 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestClusterChecks: on the test node, whose bridge CNI enforces no
+// NetworkPolicy and whose kubelet sets no podPidsLimit, the start checks
+// find both: the probe pods connected despite the deny-all policy, and
+// one started thousands of threads. Both probe pods are gone afterwards.
+func TestClusterChecks(t *testing.T) {
+	c := withNode(t)
+	cs, ns := namespace(t, c)
+	ctx := t.Context()
+	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got := b.CheckCluster(ctx, kube.ProbeImage{Image: nodeImage})
+	t.Logf("checks in %v: %+v", time.Since(start), got)
+	if got.Err != nil {
+		t.Fatal(got.Err)
+	}
+	if got.NetworkPolicy || got.Network != "connected" {
+		t.Errorf("network: %q, enforced %v; want connected (the test node's bridge enforces no policy)", got.Network, got.NetworkPolicy)
+	}
+	if got.PidsBounded {
+		t.Errorf("pids: %q; want no bound (the test node sets no podPidsLimit)", got.Pids)
+	}
+	if f := got.Failed(); !slices.Equal(f, []string{kube.CheckNetworkPolicy, kube.CheckPids}) {
+		t.Errorf("failed checks %v", f)
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			t.Errorf("probe pod %s left", p.Name)
+		}
+	}
 }
