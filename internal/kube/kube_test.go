@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/mount"
+	appsv1 "k8s.io/api/apps/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/kube"
@@ -254,7 +256,8 @@ func TestRBAC(t *testing.T) {
 // is under Pod Security `restricted`: the API server refuses a privileged
 // pod, a hostPath pod, a host-network pod and a root pod there, even from
 // an admin; pybox's own pods (a run, a session with its workspace, under
-// a RuntimeClass) are admitted.
+// a RuntimeClass) are admitted, and so is the server's pod of
+// deployment.yaml in its own restricted namespace.
 func TestPodSecurity(t *testing.T) {
 	c := cluster(t)
 	cs := kubernetes.NewForConfigOrDie(c.Admin)
@@ -301,6 +304,21 @@ func TestPodSecurity(t *testing.T) {
 	}
 	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
+	}
+	// The server's own pod, as deployment.yaml makes it, meets restricted
+	// in its namespace (a dry run: admission runs, nothing is stored).
+	raw, err := os.ReadFile(filepath.Join(manifests, "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := yaml.UnmarshalStrict(raw, &dep); err != nil {
+		t.Fatal(err)
+	}
+	server := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pybox-server", Labels: dep.Spec.Template.Labels}, Spec: dep.Spec.Template.Spec}
+	server.Spec.ServiceAccountName = "" // the dry run needs no account
+	if _, err := cs.CoreV1().Pods(dep.Namespace).Create(ctx, server, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the server's pod (deployment.yaml) in %s: %v", dep.Namespace, err)
 	}
 	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{WorkspaceBytes: 64 << 20}, ns)
 	if err != nil {
