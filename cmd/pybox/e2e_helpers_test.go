@@ -11,10 +11,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +35,8 @@ import (
 var pyboxBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	raiseParallel(longTests)
 	dir, err := os.MkdirTemp("", "pybox-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -58,6 +62,21 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// longTests is how many long tests (longTest) run at once, unless
+// -parallel says otherwise: more than this machine's two cores, because
+// they wait on containers, timers and a test node more than they compute.
+const longTests = 4
+
+// raiseParallel sets go test's -parallel to n when the command line did
+// not set it and it is lower (its default is the number of cores).
+func raiseParallel(n int) {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && runtime.GOMAXPROCS(0) < n {
+		flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // server is a running `pybox serve` with a connected MCP client.
@@ -110,8 +129,8 @@ func eachRuntime(t *testing.T, f func(t *testing.T)) {
 
 // longTest marks t as one of the long end-to-end tests (up to a minute
 // or two, waiting mostly on containers, timers or a test node more than on
-// the CPU): they run in parallel with each other (go test's -parallel: as
-// many at once as there are cores), after the package's other tests. A
+// the CPU): they run in parallel with each other (longTests at once, see
+// raiseParallel), after the package's other tests. A
 // long test changes nothing that other tests see: no daemon-wide setting,
 // fixed name or port, or variable of this process's environment.
 func longTest(t *testing.T) { t.Parallel() }
