@@ -163,7 +163,11 @@ func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string)
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
 	s.cmd.Stderr = s.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, opts)
-	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: s.cmd}, nil)
+	// At close the server removes its containers before it exits: on a
+	// loaded daemon that can take longer than the SDK's default 5 s before
+	// SIGTERM (and 5 more before SIGKILL, which leaves them behind).
+	tr := &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 30 * time.Second}
+	cs, err := client.Connect(t.Context(), tr, nil)
 	if err != nil {
 		t.Fatalf("connect to pybox serve: %v\nstderr:\n%s", err, s.stderr)
 	}
