@@ -53,7 +53,7 @@ func TestParseAllowlistRejects(t *testing.T) {
 	for _, e := range []string{"", "*", "*.com", "https://api.example.com", "api.example.com/path",
 		"user@api.example.com", "api.example.com:0", "api.example.com:65536", "api.example.com:x",
 		"2001:db8::1:443", "under_score.example.com", "-bad.example.com", "a..b", "127.1", "0x7f.1",
-		"2130706433", "*.example.com:+80", strings.Repeat("a", 64) + ".com", "[::1"} {
+		"2130706433", "*.example.com:+80", "00\x800000000000.example", strings.Repeat("a", 64) + ".com", "[::1"} {
 		if _, err := ParseAllowlist([]string{e}); err == nil {
 			t.Errorf("ParseAllowlist(%q) succeeded, want an error", e)
 		}

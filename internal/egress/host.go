@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
@@ -27,7 +28,13 @@ func normalizeName(s string) (string, error) {
 		return "", errors.New("empty host name")
 	}
 	s = strings.TrimSuffix(s, ".")
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("invalid host name %s: not UTF-8", quote(s))
+	}
 	a, err := lookup.ToASCII(s)
+	if err == nil {
+		_, err = lookup.ToUnicode(a) // the xn-- labels made must be valid too: one name, one form
+	}
 	if err != nil {
 		return "", fmt.Errorf("invalid host name %s: %w", quote(s), err)
 	}
