@@ -48,6 +48,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	evalMode := fs.Bool("eval", false, "measure `pybox eval` throughput instead (samples/s against a docker run loop and a pybox run loop of -n samples)")
 	evalTrivial := fs.Int("eval-trivial", 500, "with -eval: samples in the trivial batch")
 	evalWork := fs.Int("eval-work", 200, "with -eval: samples in the real-work batch")
+	evalFloor := fs.Bool("eval-floor", false, "measure `pybox eval --problems` on 164 trivial problems (1 and 5 samples each) against a docker run --rm loop and the floor (bare containers of true), --max-concurrent at once")
 	kubeconfig := fs.String("kubernetes", "", "measure the Kubernetes backend instead, with this kubeconfig: warm, cold and session latency as pods, beside the same rows on Docker")
 	codeModeBench := fs.Bool("codemode", false, "measure code mode instead: one workflow as three direct tool calls and as one execute_code calling them (time and context bytes)")
 	if err := parse(fs, c, args); err != nil {
@@ -68,6 +69,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *codeModeBench {
 		return benchCodeMode(ctx, *n, stdout, stderr)
+	}
+	if *evalFloor {
+		return benchEvalFloor(ctx, a, c.forwardFlags(fs), *jsonOut, stdout, stderr)
 	}
 	if *evalMode {
 		if *evalTrivial < 1 || *evalWork < 1 {

@@ -23,11 +23,7 @@ import (
 // pass through the model's context (arguments sent plus results read).
 // The downstream server is pybox itself (its file tools), started over stdio.
 func benchCodeMode(ctx context.Context, n int, stdout, stderr io.Writer) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "pybox-bench-codemode-")
+	self, dir, err := benchScratch("pybox-bench-codemode-")
 	if err != nil {
 		return err
 	}

@@ -75,11 +75,7 @@ func evalBenchSets(trivial, work int) (triv, real []sample) {
 // --rm` loop and a `pybox run` loop over the first loopN samples of each
 // (those are slow enough that a sample of the batch shows their rate).
 func benchEval(ctx context.Context, image string, forward []string, trivial, work, loopN int, jsonOut string, stdout, stderr io.Writer) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "pybox-bench-eval-")
+	self, dir, err := benchScratch("pybox-bench-eval-")
 	if err != nil {
 		return err
 	}

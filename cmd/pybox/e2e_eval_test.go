@@ -271,7 +271,7 @@ func TestEvalInterrupted(t *testing.T) {
 	}
 	os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	out := filepath.Join(dir, "results.jsonl")
-	cmd, stderr := startEvalUntil(t, evalEnv(t), out, in, 3)
+	cmd, stderr := startEvalUntil(t, evalEnv(t), out, 3, "-o", out, in)
 	running := testenv.Managed(t, eng, map[string]string{"pybox.pid": strconv.Itoa(cmd.Process.Pid)})
 	cmd.Process.Signal(syscall.SIGINT)
 	stopped := time.Now()
@@ -481,7 +481,7 @@ func TestEvalDaemonLost(t *testing.T) {
 	os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	out := filepath.Join(dir, "results.jsonl")
 	state := t.TempDir()
-	cmd, stderr := startEvalUntil(t, append(evalEnv(t), "DOCKER_HOST="+px.Host, "PYBOX_STATE_DIR="+state), out, in, 3)
+	cmd, stderr := startEvalUntil(t, append(evalEnv(t), "DOCKER_HOST="+px.Host, "PYBOX_STATE_DIR="+state), out, 3, "-o", out, in)
 	px.Stop()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -524,11 +524,11 @@ func TestEvalDaemonLost(t *testing.T) {
 	}
 }
 
-// startEvalUntil starts `pybox eval -o out in` with env and returns once
+// startEvalUntil starts `pybox eval args...` with env and returns once
 // out holds n results (failing the test after 2 minutes without them).
-func startEvalUntil(t *testing.T, env []string, out, in string, n int) (*exec.Cmd, *bytes.Buffer) {
+func startEvalUntil(t *testing.T, env []string, out string, n int, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(pyboxBin, "eval", "-o", out, in)
+	cmd := exec.Command(pyboxBin, append([]string{"eval"}, args...)...)
 	cmd.Env = env
 	stderr := &bytes.Buffer{}
 	cmd.Stderr = stderr

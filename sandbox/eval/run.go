@@ -37,6 +37,7 @@ type Options struct {
 	Backend Backend
 	Jobs    int       // samples run at once (0: 1)
 	Log     io.Writer // where the preparation of environments is reported (nil: nowhere)
+	Compare Compare   // how a stdin/stdout case's output is compared (zero: exactly)
 }
 
 // Outcome is what running one sample gave: a Result, or Err when there
@@ -272,6 +273,9 @@ func (r *runner) runOnce(ctx context.Context, s *Sample) (Result, error) {
 	}
 	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), File: "main.py", Source: s.Code,
 		Stdin: s.Stdin, Test: s.Test, Timeout: s.timeout, Guard: guard}
+	if len(s.Cases) > 0 {
+		return r.runCases(ctx, res, p, s)
+	}
 	sr, err := r.opts.Backend.Run(ctx, p)
 	if err != nil {
 		return res, err

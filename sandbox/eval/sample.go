@@ -31,6 +31,15 @@ type Sample struct {
 	TimeoutS     *float64        `json:"timeout_s"`
 	Environment  string          `json:"environment"`
 	Requirements []string        `json:"requirements"`
+	// Cases make the sample a stdin/stdout suite: the program runs once
+	// per case, in a fresh sandbox each, and passes when every run ends
+	// with status 0 and prints the case's expected output (cases.go).
+	Cases []Case `json:"cases"`
+	// Task is the problem the sample answers (--problems): pass@k groups
+	// samples by it.
+	Task string `json:"-"`
+
+	raw json.RawMessage // the sample's own line (--problems: results keep its fields)
 
 	key     string        // the id's compact JSON: what resume matches on
 	timeout time.Duration // 0: the batch's default
@@ -158,6 +167,9 @@ func (s *Sample) check(maxTimeout time.Duration, maxCode int64) error {
 		} else {
 			s.timeout = d
 		}
+	}
+	if err := checkCases(s.Cases, maxCode); err != nil {
+		return err
 	}
 	switch s.Environment {
 	case "", images.VariantBase, images.VariantDatascience:

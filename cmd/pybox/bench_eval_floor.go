@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/pybox-dev/pybox/internal/engine"
+)
+
+// floorProblems is the size of HumanEval: the floor batch has as many
+// trivial problems.
+const floorProblems = 164
+
+// floorBench measures `pybox eval --problems` on floorProblems trivial
+// problems with 1 and 5 samples each, a `docker run --rm` loop over the
+// same programs, and the floor: bare containers of `true` created,
+// started, waited for and removed through the Docker API, all jobs at
+// once.
+type floorBench struct {
+	self    string
+	forward []string
+	image   string
+	runtime string
+	jobs    int
+	eng     *engine.Client
+	stderr  io.Writer
+}
+
+func (b *floorBench) run(ctx context.Context, dir string) []evalBenchRow {
+	var rows []evalBenchRow
+	for _, per := range []int{1, 5} {
+		fmt.Fprintf(b.stderr, "bench: pybox eval --problems, %d problems x %d samples, -j %d\n", floorProblems, per, b.jobs)
+		rows = append(rows, b.evalProblems(ctx, dir, per))
+	}
+	code := "def f():\n    return 1\n\ndef check(c):\n    assert c() == 1\n\ncheck(f)\n"
+	fmt.Fprintf(b.stderr, "bench: docker run --rm, %d at once\n", b.jobs)
+	rows = append(rows, b.parallel(ctx, "docker run --rm, "+fmt.Sprint(b.jobs)+" at once", func() error {
+		args := []string{"run", "--rm", "--network", "none"}
+		if b.runtime != "" {
+			args = append(args, "--runtime", b.runtime)
+		}
+		return exec.CommandContext(ctx, "docker", append(args, b.image, "/opt/venv/bin/python", "-c", code)...).Run()
+	}))
+	fmt.Fprintf(b.stderr, "bench: floor (create+start+wait+remove of true), %d at once\n", b.jobs)
+	rows = append(rows, b.parallel(ctx, "floor: create+start+wait+remove `true`, "+fmt.Sprint(b.jobs)+" at once", func() error {
+		spec := engine.Spec{Config: &container.Config{Image: b.image, Cmd: []string{"true"}, NetworkDisabled: true},
+			Host: &container.HostConfig{NetworkMode: "none", Runtime: b.runtime}}
+		x, err := b.eng.Run(ctx, spec)
+		if err == nil && x.Code != 0 {
+			err = fmt.Errorf("exit %d", x.Code)
+		}
+		return err
+	}))
+	return rows
+}
+
+// evalProblems runs a child `pybox eval --problems` on the trivial
+// problems with per samples each.
+func (b *floorBench) evalProblems(ctx context.Context, dir string, per int) evalBenchRow {
+	row := evalBenchRow{Name: fmt.Sprintf("pybox eval --problems, %d x %d samples, -j %d", floorProblems, per, b.jobs), Samples: floorProblems * per}
+	probs, in := filepath.Join(dir, "problems.jsonl"), filepath.Join(dir, fmt.Sprintf("samples-%d.jsonl", per))
+	var p, s bytes.Buffer
+	for i := range floorProblems {
+		task := fmt.Sprintf("Trivial/%d", i)
+		line, _ := json.Marshal(map[string]string{"task_id": task, "prompt": fmt.Sprintf("def f%d():\n", i), "entry_point": fmt.Sprintf("f%d", i),
+			"test": "def check(c):\n    assert c() == 1\n"}) // strings always marshal
+		p.Write(append(line, '\n'))
+		for range per {
+			line, _ := json.Marshal(map[string]string{"task_id": task, "completion": "    return 1\n"})
+			s.Write(append(line, '\n'))
+		}
+	}
+	out := in + "_results.jsonl"
+	os.Remove(out)
+	if err := os.WriteFile(probs, p.Bytes(), 0o644); err != nil {
+		row.Skipped = err.Error()
+		return row
+	}
+	if err := os.WriteFile(in, s.Bytes(), 0o644); err != nil {
+		row.Skipped = err.Error()
+		return row
+	}
+	args := append(append([]string{"eval", "--progress=never", "-j", fmt.Sprint(b.jobs)}, b.forward...), "--problems", probs, in)
+	cmd := exec.CommandContext(ctx, b.self, args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		row.Skipped = fmt.Sprintf("%v: %s", err, lastLine(errb.String()))
+		return row
+	}
+	row.Seconds = round(time.Since(start).Seconds())
+	row.PerSecond = round(float64(row.Samples) / row.Seconds)
+	res, err := os.ReadFile(out)
+	if err != nil {
+		row.Skipped = err.Error()
+		return row
+	}
+	row.NotPassed = row.Samples - bytes.Count(res, []byte(`"passed":true`))
+	row.Note = "fresh container per sample; wall time includes pybox's start and its warm pool's fill"
+	return row
+}
+
+// parallel runs f floorProblems times, jobs at once.
+func (b *floorBench) parallel(ctx context.Context, name string, f func() error) evalBenchRow {
+	row := evalBenchRow{Name: name, Samples: floorProblems}
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range b.jobs {
+		wg.Go(func() {
+			for next.Add(1) <= floorProblems && ctx.Err() == nil {
+				if err := f(); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		row.Skipped = ctx.Err().Error()
+		return row
+	}
+	row.Seconds = round(time.Since(start).Seconds())
+	row.PerSecond = round(float64(floorProblems) / row.Seconds)
+	row.NotPassed = int(failed.Load())
+	return row
+}
+
+// benchEvalFloor runs the floor benchmark and reports it, with each row's
+// rate as a share of the floor's.
+func benchEvalFloor(ctx context.Context, a *app, forward []string, jsonOut string, stdout, stderr io.Writer) error {
+	self, dir, err := benchScratch("pybox-bench-floor-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b := &floorBench{self: self, forward: forward, image: a.image, runtime: a.cfg.Runtime, jobs: max(a.cfg.MaxConcurrent, 1), eng: a.engine, stderr: stderr}
+	rep := evalBenchReport{Image: a.image, Rows: b.run(ctx, dir)}
+	floor := rep.Rows[len(rep.Rows)-1]
+	for i := range rep.Rows {
+		if r := &rep.Rows[i]; floor.PerSecond > 0 && r.Skipped == "" && i < len(rep.Rows)-1 {
+			r.Note = fmt.Sprintf("%.0f%% of the floor's rate; ", 100*r.PerSecond/floor.PerSecond) + r.Note
+		}
+	}
+	return writeEvalReport(rep, jsonOut, stdout)
+}
+
+// benchScratch is this executable, to run as a child, and a fresh
+// folder for a benchmark's files (the caller removes it).
+func benchScratch(prefix string) (self, dir string, err error) {
+	if self, err = os.Executable(); err != nil {
+		return "", "", err
+	}
+	dir, err = os.MkdirTemp("", prefix)
+	return self, dir, err
+}
