@@ -73,12 +73,12 @@ func TestFlood(t *testing.T) {
 func TestSlowLoris(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	r := newRig(t, func(c *Config) { c.Limits.HeaderTimeout = timeout })
+	start := time.Now() // before the dial: the proxy may accept before Dial returns
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { drip(c, fmt.Sprintf("CONNECT example.com:%d HTTP/1.1\r\nX-Slow: ", r.tlsPort), stop) })
@@ -191,6 +191,7 @@ func TestTotalLimit(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	r := newRig(t, func(c *Config) { c.Limits.IdleTimeout = idle })
+	var start time.Time // before the request: the proxy's last activity (its 200) comes after
 	connect := func() (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", r.addr)
 		if err != nil {
@@ -198,6 +199,7 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		t.Cleanup(func() { c.Close() })
 		c.SetDeadline(time.Now().Add(20 * time.Second))
+		start = time.Now()
 		fmt.Fprintf(c, "CONNECT plain.pybox.test:%d HTTP/1.1\r\n\r\n", r.httpPort)
 		br := bufio.NewReader(c)
 		if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
@@ -206,7 +208,6 @@ func TestIdleTimeout(t *testing.T) {
 		return c, br
 	}
 	quiet, br := connect()
-	start := time.Now()
 	if _, err := io.ReadAll(br); err != nil || time.Since(start) < idle {
 		t.Errorf("quiet tunnel ended after %v (%v), want closed after %v", time.Since(start), err, idle)
 	}
