@@ -72,6 +72,7 @@ type config struct {
 	EgressAllow   string
 	EgressAddrs   string
 	EgressTest    string
+	TenantEgress  string
 	InstallTime   time.Duration
 	StateDir      string
 	AllowURLReqs  bool
@@ -127,6 +128,7 @@ func (c *config) httpSettings() []setting {
 	return []setting{
 		{"http", "PYBOX_HTTP", "serve MCP over streamable HTTP on this address (host:port, path /mcp) instead of stdio", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.HTTPAddr, n, "", u) }},
 		{"tokens", "PYBOX_TOKENS", "bearer tokens file for --http: lines \"TENANT TOKEN\"; each tenant is isolated; reloaded on SIGHUP", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.TokensFile, n, "", u) }},
+		{"tenant-egress", "PYBOX_TENANT_EGRESS", "per-tenant egress allowlists file for --http: lines \"TENANT HOST,HOST...\" (\"TENANT -\": none); a tenant listed there gets its own list instead of --egress-allow", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.TenantEgress, n, "", u) }},
 		{"allowed-origins", "PYBOX_ALLOWED_ORIGINS", "comma-separated Origin values browsers may call --http from (a request with another Origin gets 403)", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.AllowedOrigins, n, "", u) }},
 		{"insecure-no-auth", "PYBOX_INSECURE_NO_AUTH", "let --http listen on a non-loopback address without tokens (anyone who reaches it runs code)", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.InsecureNoAuth, n, false, u) }},
 		{"metrics-addr", "PYBOX_METRICS_ADDR", "with --tokens, serve /metrics (Prometheus) on this separate address; without tokens /metrics is on --http's", func(fs *flag.FlagSet, n, u string) { fs.StringVar(&c.MetricsAddr, n, "", u) }},
@@ -406,6 +408,9 @@ func (c *config) validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := c.index(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := tenantEgress(c.TenantEgress); err != nil {
 		errs = append(errs, err)
 	}
 	if err := apart(c.StateDir, c.StorageDir); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/pybox-dev/pybox/internal/egress"
@@ -59,4 +60,38 @@ func testResolver(s string) (egress.Resolver, error) {
 		table[name] = append(table[name], a)
 	}
 	return egress.NewTestResolver(table)
+}
+
+// tenantEgress reads the per-tenant allowlists file (see --tenant-egress):
+// "TENANT HOST,HOST..." per line, "TENANT -" for none; blank lines and #
+// comments skipped. Every line must parse, and every list with it.
+func tenantEgress(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tenant egress file: %w", err)
+	}
+	lists := map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		tenant, list, ok := strings.Cut(line, " ")
+		list = strings.TrimSpace(list)
+		if list == "-" {
+			list = ""
+		}
+		_, perr := egress.ParseAllowlist(splitList(list))
+		switch {
+		case !ok || !tenantName.MatchString(tenant):
+			return nil, fmt.Errorf("tenant egress file %s line %d: want \"TENANT HOST,HOST...\"", path, i+1)
+		case perr != nil:
+			return nil, fmt.Errorf("tenant egress file %s line %d: %w", path, i+1, perr)
+		}
+		lists[tenant] = list
+	}
+	return lists, nil
 }

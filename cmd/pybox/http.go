@@ -238,6 +238,13 @@ func newTenantApp(base *app, name string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	lists, err := tenantEgress(cfg.TenantEgress)
+	if err != nil {
+		return nil, err
+	}
+	if list, ok := lists[name]; ok {
+		cfg.EgressAllow = list
+	}
 	eg, err := cfg.egress()
 	if err != nil {
 		return nil, err
