@@ -241,6 +241,13 @@ func (a *Attached) waitConnected(ctx context.Context, running <-chan error) erro
 			if closed(a.connected) {
 				return nil
 			}
+			select {
+			case err := <-running: // why the pod ended says more than the refused attach
+				if err != nil {
+					return err
+				}
+			default:
+			}
 			return fmt.Errorf("attach to pod %s: %w", a.name, a.attachErr())
 		case <-wait.Done():
 			if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,11 +64,16 @@ type ProbeImage struct {
 	Image, Runtime string
 }
 
+// Both programs end by themselves when pybox never speaks to them within
+// a minute (it died before it could): nothing stays behind running.
+//
 // listenProgram listens and, once pybox speaks (what a container prints
 // before the attach stream opens is lost), says its pod's address and
 // waits (30 s at most) for the connection the deny-all policy should stop.
 const listenProgram = `
-import socket, sys
+import select, socket, sys
+if not select.select([0], [], [], 60)[0]:
+    raise SystemExit("nobody spoke within 60 s")
 sys.stdin.readline()
 s = socket.socket()
 s.bind(("0.0.0.0", 8080))
@@ -84,7 +90,9 @@ except OSError:
 // then finds its pids bound: its cgroup's pids.max, else how many
 // threads it can start (up to checkThreads).
 const connectProgram = `
-import _thread, os, socket, sys
+import _thread, os, select, socket, sys
+if not select.select([0], [], [], 60)[0]:
+    raise SystemExit("nobody spoke within 60 s")
 ip = sys.stdin.readline().strip()
 try:
     socket.create_connection((ip, 8080), timeout=2).close()
@@ -170,7 +178,10 @@ func (b *Backend) converse(ctx context.Context, client *Attached, lines <-chan s
 			c.NetworkPolicy = !strings.HasPrefix(rest, "connected")
 		case "pids":
 			c.PidsBounded, c.Pids = pidsBound(rest)
-		default: // the listener's address
+		default: // the listener's address: never loopback, where the client would reach itself
+			if ip := net.ParseIP(line); ip == nil || ip.IsLoopback() {
+				return Checks{Err: fmt.Errorf("the probe's listener gave no pod address: %q", line)}
+			}
 			if _, err := io.WriteString(client, line+"\n"); err != nil {
 				return Checks{Err: fmt.Errorf("tell the probe pod the address: %w", err)}
 			}
@@ -201,10 +212,15 @@ func readLines(r io.Reader, out chan<- string, n int) {
 	_, _ = io.Copy(io.Discard, r) // until the stream ends
 }
 
+// probeUser is the uid:gid of the check's pods: not the sandboxes' (10001),
+// whose RLIMIT_NPROC counts every task of their uid on the node, so the
+// probe's threads never count against the sandboxes running there.
+const probeUser = "10003:10003"
+
 // probeSpec is a check's pod: pybox's hardening, python running code.
 func probeSpec(name string, img ProbeImage, code string) engine.Spec {
 	cfg := &container.Config{
-		Image: img.Image, User: contract.SandboxUser, OpenStdin: true,
+		Image: img.Image, User: probeUser, OpenStdin: true,
 		Entrypoint: []string{contract.VenvPython, "-c", code},
 		Env:        []string{"PATH=" + contract.Path},
 		Labels:     map[string]string{contract.LabelRole: "probe"},

@@ -112,3 +112,33 @@ func TestPodForMaps(t *testing.T) {
 		t.Errorf("pod name of %d characters", len(long))
 	}
 }
+
+// TestChecksRead: the probe's pids line and what fails.
+func TestChecksRead(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		ok   bool
+		want string
+	}{
+		{"512", true, "pids.max 512"},
+		{"threads 1021", true, "1021 threads"},
+		{"max", false, "none up to 4200 threads"},
+	} {
+		if ok, got := pidsBound(tt.line); ok != tt.ok || got != tt.want {
+			t.Errorf("pidsBound(%q) = %v %q, want %v %q", tt.line, ok, got, tt.ok, tt.want)
+		}
+	}
+	if got := (Checks{NetworkPolicy: true, PidsBounded: true}).Failed(); len(got) != 0 {
+		t.Errorf("a cluster that passes fails %v", got)
+	}
+	if got := (Checks{NetworkPolicy: true, PidsBounded: true, Err: ErrUnreachable}).Failed(); len(got) != 2 {
+		t.Errorf("a probe that could not run fails %v, want both", got)
+	}
+	// The probe's thousands of threads must not count against the
+	// sandboxes' RLIMIT_NPROC, which counts their uid's tasks node-wide (a
+	// probe as 10001 made the runners of another server on the node fail
+	// to fork: EAGAIN).
+	if u := probeSpec("p", ProbeImage{Image: "i"}, "").Config.User; strings.HasPrefix(u, strings.Split(contract.SandboxUser, ":")[0]+":") {
+		t.Errorf("probe pods run as %s, the sandboxes' uid", u)
+	}
+}
