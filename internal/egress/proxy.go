@@ -29,15 +29,15 @@ type Limits struct {
 	DialTimeout   time.Duration // to resolve and connect to a destination; default 10 s
 }
 
-// DefaultLimits are the limits used for zero fields.
-var DefaultLimits = Limits{
+// defaultLimits are the limits used for zero fields (documented on Limits).
+var defaultLimits = Limits{
 	BytesOut: 1 << 30, BytesIn: 4 << 30,
 	Concurrent: 64, Total: 4096, HeaderBytes: 32 << 10,
 	HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, DialTimeout: 10 * time.Second,
 }
 
 func (l Limits) withDefaults() (Limits, error) {
-	d := DefaultLimits
+	d := defaultLimits
 	if l.BytesOut < 0 || l.BytesIn < 0 || l.Concurrent < 0 || l.Total < 0 || l.HeaderBytes < 0 ||
 		l.HeaderTimeout < 0 || l.IdleTimeout < 0 || l.DialTimeout < 0 {
 		return l, errors.New("egress limits: negative value")

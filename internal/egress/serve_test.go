@@ -54,7 +54,7 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 	p, err := New(Config{})
-	if err != nil || p.limits != DefaultLimits {
+	if err != nil || p.limits != defaultLimits {
 		t.Errorf("zero Config: %v, limits %+v", err, p.limits)
 	}
 }
