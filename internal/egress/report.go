@@ -30,10 +30,23 @@ type Destination struct {
 
 // String renders the report in one line, for a run's result:
 // "allowed api.example.com:443 (2 connections, 14 KiB), refused example.org:443 (not on the allowlist)".
+//
+// It names at most maxListed destinations (a program could ask for
+// thousands of names) and counts the rest.
 func (r Report) String() string {
-	parts := make([]string, 0, len(r.Destinations)+1)
-	for _, d := range r.Destinations {
+	shown := r.Destinations[:min(len(r.Destinations), maxListed)]
+	parts := make([]string, 0, len(shown)+2)
+	for _, d := range shown {
 		parts = append(parts, d.String())
+	}
+	if rest := r.Destinations[len(shown):]; len(rest) > 0 {
+		allowed := 0
+		for _, d := range rest {
+			if d.Allowed {
+				allowed++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("and %d more (%d allowed, %d refused)", len(rest), allowed, len(rest)-allowed))
 	}
 	if r.Dropped > 0 {
 		parts = append(parts, fmt.Sprintf("%s closed unread (over the limits, slow or malformed)", plural(r.Dropped, "connection")))
@@ -43,6 +56,9 @@ func (r Report) String() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// maxListed is how many destinations Report.String names.
+const maxListed = 20
 
 func (d Destination) String() string {
 	hp := net.JoinHostPort(d.Host, strconv.Itoa(d.Port))

@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -24,6 +25,20 @@ func TestReportString(t *testing.T) {
 	}
 	if got := (Report{}).String(); got != "none" {
 		t.Errorf("empty report %q", got)
+	}
+}
+
+// TestReportStringBounded: a program that asks for thousands of names does
+// not make the result's network line thousands of entries long.
+func TestReportStringBounded(t *testing.T) {
+	var r Report
+	for i := range 4096 {
+		r.Destinations = append(r.Destinations, Destination{Host: fmt.Sprintf("h%d.example", i), Port: 443,
+			Allowed: i == 4000, Conns: 1, Reason: "not on the allowlist", Refused: 1})
+	}
+	s := r.String()
+	if len(s) > 2000 || !strings.HasSuffix(s, "and 4076 more (1 allowed, 4075 refused)") {
+		t.Errorf("%d bytes: ...%s", len(s), s[max(0, len(s)-200):])
 	}
 }
 
