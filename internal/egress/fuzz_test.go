@@ -51,3 +51,31 @@ func FuzzRequestHead(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAllowlist: parsing and matching never panic, and a host matches
+// exactly when its canonical form does.
+func FuzzAllowlist(f *testing.F) {
+	f.Add("*.example.com:8443", "a.B.example.com.", 8443)
+	f.Add("bücher.example", "xn--bcher-kva.example", 443)
+	f.Add("[2001:db8::1]:80", "2001:db8::1", 80)
+	f.Fuzz(func(t *testing.T, entry, host string, port int) {
+		a, err := ParseAllowlist([]string{entry})
+		if err != nil {
+			return
+		}
+		got := a.Allows(host, port)
+		if _, isIP := parseIP(host); isIP {
+			return
+		}
+		n, err := normalizeName(host)
+		if err != nil {
+			if got {
+				t.Errorf("%q allows %q, which has no canonical form", entry, host)
+			}
+			return
+		}
+		if again := a.Allows(n, port); again != got {
+			t.Errorf("%q: Allows(%q)=%v but Allows(%q)=%v", entry, host, got, n, again)
+		}
+	})
+}
