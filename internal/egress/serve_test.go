@@ -53,9 +53,9 @@ func TestNewRejects(t *testing.T) {
 			t.Errorf("%s: New succeeded", name)
 		}
 	}
-	p, err := New(Config{})
-	if err != nil || p.limits != defaultLimits {
-		t.Errorf("zero Config: %v, limits %+v", err, p.limits)
+	p, err := New(Config{AllowAddrs: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")}})
+	if err != nil || p.limits != defaultLimits || p.addrs[0] != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Errorf("zero Config: %v, limits %+v, mapped prefix as %v", err, p.limits, p.addrs)
 	}
 }
 
