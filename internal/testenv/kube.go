@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ func KubeBin(t testing.TB) string {
 	t.Helper()
 	SkipShort(t, "the Kubernetes binaries")
 	dir := os.Getenv("PYBOX_K8S_BIN")
+	waitKubeBuild(t)
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); dir == "" || err != nil {
 			if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
@@ -53,6 +55,34 @@ func KubeBin(t testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// waitKubeBuild waits, when .ci/run builds the binaries in the background
+// (on a machine without them, while the tests that do not need them run),
+// until that build has ended: PYBOX_K8S_BUILD names a file the build
+// writes "ok" or "failed" into when it ends.
+func waitKubeBuild(t testing.TB) {
+	t.Helper()
+	status := os.Getenv("PYBOX_K8S_BUILD")
+	if status == "" {
+		return
+	}
+	start := time.Now()
+	for {
+		b, err := os.ReadFile(status)
+		switch s := strings.TrimSpace(string(b)); {
+		case err == nil && s == "ok":
+			if waited := time.Since(start); waited > time.Second {
+				t.Logf("waited %v for the background build of the Kubernetes binaries", waited.Round(time.Second))
+			}
+			return
+		case err == nil && s != "":
+			t.Fatalf("the background build of the Kubernetes binaries %s (its log: %s.log)", s, status)
+		case time.Since(start) > 30*time.Minute:
+			t.Fatalf("the background build of the Kubernetes binaries did not end within 30 minutes (its log: %s.log)", status)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // StartControlPlane starts etcd and kube-apiserver (RBAC on, tokens from a
