@@ -75,7 +75,8 @@ check("environment", not k8s and "PYBOX_RLIMITS" not in os.environ, k8s)
 // KUBERNETES_* variable, and a session writing past its workspace gets
 // ENOSPC, not an eviction later.
 func TestKubernetesPodLimits(t *testing.T) {
-	longTest(t) // its own node, beside TestKubernetesNode's (test nodes coexist)
+	longTest(t)
+	lockKubePods(t)
 	kubeconfig, image, cs := kubeNodeForLimits(t)
 	refusedOnTestNode(t, kubeconfig, image)
 	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image, "PYBOX_WORKSPACE_QUOTA=64m")

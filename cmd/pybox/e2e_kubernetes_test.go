@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,12 +24,25 @@ import (
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
+// kubePods is held by a test that runs pods on a test node, one at a
+// time: every node's pods run as uid 10001 and share that uid's process
+// budget across the host (RLIMIT_NPROC), which TestKubernetesPodLimits's
+// fork bomb uses up (beside it, TestKubernetesNode's runners failed to fork:
+// BlockingIOError).
+var kubePods sync.Mutex
+
+func lockKubePods(t *testing.T) {
+	kubePods.Lock()
+	t.Cleanup(kubePods.Unlock) // last: after the node's and the server's cleanups
+}
+
 // TestKubernetesNode drives the real binary with PYBOX_BACKEND=kubernetes
 // against a real control plane and a real node (containerd, CNI, kubelet,
 // scheduler): execute_code, a session, a timeout and a cancelled call run
 // end to end as pods, and no pod is left behind.
 func TestKubernetesNode(t *testing.T) {
 	longTest(t)
+	lockKubePods(t)
 	bin := testenv.KubeBin(t)
 	if why := testenv.KubeNodeReady(bin); why != "" {
 		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
