@@ -23,6 +23,7 @@ import (
 // pollInterval), so neither concurrent runs nor what an earlier run left
 // multiply the bound or the cost. Safe for concurrent use.
 type Account struct {
+	fs      Filesystem // the owner's folders on a filesystem of their own; nil: walked
 	quota   storage.Usage
 	reserve int64 // bytes the host disk keeps free
 	log     *slog.Logger
@@ -50,9 +51,9 @@ type Account struct {
 }
 
 // newAccount starts the account of folders dirs (nested ones are counted
-// once) under limits; close ends its meter.
-func newAccount(l Limits, log *slog.Logger, dirs ...string) *Account {
-	a := &Account{quota: storage.Usage{Bytes: l.WorkspaceBytes, Files: l.WorkspaceFiles}, reserve: l.DiskReserve, log: log,
+// once) under limits, on fs when it is not nil; close ends its meter.
+func newAccount(l Limits, log *slog.Logger, fs Filesystem, dirs ...string) *Account {
+	a := &Account{fs: fs, quota: storage.Usage{Bytes: l.WorkspaceBytes, Files: l.WorkspaceFiles}, reserve: l.DiskReserve, log: log,
 		extra: map[string]int{}, skip: map[string]int{}, watchers: map[*watcher]struct{}{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	a.limit = a.quota
@@ -84,7 +85,7 @@ func (a *Account) Reserve(u storage.Usage) (release func(), err error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := checkDisk(a.anyDirLocked(), a.reserve, u.Bytes+a.reserved.Bytes); err != nil {
+	if err := checkDisk(a.hostDir(a.anyDirLocked()), a.reserve, u.Bytes+a.reserved.Bytes); err != nil {
 		return nil, err
 	}
 	if err := a.unreadLocked(); err != nil {
@@ -128,7 +129,7 @@ func (a *Account) admit(workspace string) (done func(), err error) {
 	if workspace == "" {
 		return func() {}, nil
 	}
-	if err := checkDisk(workspace, a.reserve, 0); err != nil {
+	if err := checkDisk(a.hostDir(workspace), a.reserve, 0); err != nil {
 		return nil, err
 	}
 	done = a.cover(workspace)
@@ -158,7 +159,7 @@ func (a *Account) admit(workspace string) (done func(), err error) {
 // room fails when a file of size bytes would take the owner past its
 // quota (see Sandbox.Room); otherwise it charges the file.
 func (a *Account) room(workspace string, size int64) error {
-	if err := checkDisk(workspace, a.reserve, size); err != nil {
+	if err := checkDisk(a.hostDir(workspace), a.reserve, size); err != nil {
 		return err
 	}
 	if size >= a.quota.Bytes {
@@ -250,6 +251,15 @@ func (a *Account) anyDirLocked() string {
 		return dirs[0]
 	}
 	return ""
+}
+
+// hostDir is where the disk reserve is checked for dir: the folder that
+// holds the owner's filesystem, when it has one of its own.
+func (a *Account) hostDir(dir string) string {
+	if a.fs != nil && (dir == "" || a.coveredLocked(dir)) {
+		return a.fs.HostDir()
+	}
+	return dir
 }
 
 // within reports whether path is dir or under it.

@@ -15,7 +15,7 @@ import (
 
 func testAccount(t *testing.T, dirs ...string) *Account {
 	t.Helper()
-	a := newAccount(Limits{WorkspaceBytes: 10 << 20, WorkspaceFiles: 100, DiskReserve: -1}.WithDefaults(), slog.New(slog.DiscardHandler), dirs...)
+	a := newAccount(Limits{WorkspaceBytes: 10 << 20, WorkspaceFiles: 100, DiskReserve: -1}.WithDefaults(), slog.New(slog.DiscardHandler), nil, dirs...)
 	t.Cleanup(a.close)
 	return a
 }

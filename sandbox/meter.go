@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,6 +136,10 @@ func (a *Account) handOver(o *Outputs) {
 	a.mu.Lock()
 	stop := a.limit
 	a.mu.Unlock()
+	if a.fs != nil { // the copy takes room of its own on the filesystem: nothing comes off
+		o.handedOver = a.skipMount(o.Dir)
+		return
+	}
 	u, err := measure([]string{o.Dir}, stop, nil)
 	o.handedOver = a.skipMount(o.Dir)
 	a.mu.Lock()
@@ -174,7 +179,7 @@ func (a *Account) measure() error {
 	}
 	a.mu.Unlock()
 	start := time.Now()
-	u, err := measure(dirs, stop, skip)
+	u, err := a.measureDirs(dirs, stop, skip)
 	took := time.Since(start)
 	if err != nil && !errors.Is(err, storage.ErrUnreadable) {
 		a.log.Warn("storage not measured", "err", err)
@@ -193,11 +198,31 @@ func (a *Account) measure() error {
 	return nil
 }
 
+// measureDirs measures dirs: on the owner's filesystem, when it has one,
+// its usage (one statfs) and a walk of only the folders outside it.
+func (a *Account) measureDirs(dirs []string, stop storage.Usage, skip map[string]int) (storage.Usage, error) {
+	if a.fs == nil {
+		return measure(dirs, stop, skip)
+	}
+	u, err := a.fs.Usage()
+	if err != nil {
+		return u, err
+	}
+	a.mu.Lock()
+	outside := slices.DeleteFunc(dirs, a.coveredLocked)
+	a.mu.Unlock()
+	if len(outside) == 0 {
+		return u, nil
+	}
+	v, err := measure(outside, stop, skip)
+	return u.Add(v), err
+}
+
 // checkDisk stops every watched program when the disk is down to its
 // reserve (between two measurements).
 func (a *Account) checkDisk() {
 	a.mu.Lock()
-	err := checkDisk(a.anyDirLocked(), a.reserve, 0)
+	err := checkDisk(a.hostDir(a.anyDirLocked()), a.reserve, 0)
 	a.mu.Unlock()
 	if err != nil {
 		a.stopAll(err)
@@ -232,7 +257,7 @@ func (a *Account) overLocked(u storage.Usage) error {
 	if err := a.unreadLocked(); err != nil {
 		return err
 	}
-	if err := checkDisk(a.anyDirLocked(), a.reserve, 0); err != nil {
+	if err := checkDisk(a.hostDir(a.anyDirLocked()), a.reserve, 0); err != nil {
 		return err
 	}
 	if total := u.Add(a.reserved); total.Over(a.limit) {

@@ -20,6 +20,7 @@ import (
 	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/egress"
 	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/internal/storage"
 )
 
 // UnreachableError is a failure to reach the engine; its text says where
@@ -84,7 +85,22 @@ type Config struct {
 	// is nil (see Program.Egress), and of every session (a proxy of its
 	// own for its life); nil or an empty allowlist: none.
 	Egress *egress.Config
-	Log    *slog.Logger // nil discards
+	// Filesystem, when set, keeps StorageDirs and RunsDir on one
+	// filesystem of the owner's own, sized to its quota (internal/quotafs):
+	// the kernel refuses writes past it, and the account is its usage (one
+	// statfs) instead of a walk of the folders. nil: the folders are
+	// measured by walking them.
+	Filesystem Filesystem
+	Log        *slog.Logger // nil discards
+}
+
+// Filesystem is the owner's storage kept on a filesystem of its own.
+type Filesystem interface {
+	// Usage is what the owner's folders hold (bytes allocated, entries).
+	Usage() (storage.Usage, error)
+	// HostDir is a folder on the host disk that holds the filesystem,
+	// where the disk reserve is checked.
+	HostDir() string
 }
 
 // Sandbox runs programs. Create it with New.
@@ -159,7 +175,7 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("sandbox: run output folders: %w", err)
 		}
 	}
-	s.acct = newAccount(cfg.Limits, s.log, append(slices.Clone(cfg.StorageDirs), s.runsDir)...)
+	s.acct = newAccount(cfg.Limits, s.log, cfg.Filesystem, append(slices.Clone(cfg.StorageDirs), s.runsDir)...)
 	s.pool = newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling),
 		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool", "") }, s.log)
 	s.shutdown, s.stopAll = context.WithCancel(context.Background())

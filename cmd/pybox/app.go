@@ -20,6 +20,7 @@ import (
 	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/kube"
+	"github.com/pybox-dev/pybox/internal/quotafs"
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
 )
@@ -35,10 +36,11 @@ type app struct {
 	inst     *images.Installer
 	index    images.Index
 	image    string
-	user     string    // uid:gid programs run as (config.sandboxUser)
-	progress io.Writer // where long work (image builds, installs) reports
-	tenant   string    // over HTTP with tokens: whose this app is ("" otherwise)
-	metrics  *metrics  // over HTTP: where runs and installs are counted; nil: not counted
+	user     string          // uid:gid programs run as (config.sandboxUser)
+	progress io.Writer       // where long work (image builds, installs) reports
+	tenant   string          // over HTTP with tokens: whose this app is ("" otherwise)
+	volume   *quotafs.Volume // the owner's folders on a filesystem of their own; nil: metered
+	metrics  *metrics        // over HTTP: where runs and installs are counted; nil: not counted
 	// hostChecked: its folders are under ones already found to be the
 	// Docker host's (serve --http checks the roots once, at start).
 	hostChecked bool
@@ -105,18 +107,27 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 		eng.Close()
 		return nil, err
 	}
-	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits,
+	var vol *quotafs.Volume
+	if c.serving && c.TokensFile == "" { // with tokens, each tenant has its own (newTenantApp)
+		if vol, err = c.storageFS(limits, backend != nil, log); err != nil {
+			eng.Close()
+			return nil, err
+		}
+	}
+	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits, Filesystem: fsOf(vol),
 		SharedUID:     backend != nil, // pods keep the one user: a cluster's storage story is its own
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
 		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"),
 		StorageDirs: c.storageDirs(), Egress: eg, Log: log})
 	if err != nil {
+		closeVolume(vol, log)
 		eng.Close()
 		return nil, err
 	}
-	a := &app{cfg: c, log: log, engine: eng, backend: backend, sandbox: sb, image: image, user: user, progress: stderr}
+	a := &app{cfg: c, log: log, engine: eng, backend: backend, sandbox: sb, image: image, user: user, progress: stderr, volume: vol}
 	if err := a.newManager(); err != nil {
 		sb.Close() // ends its lease
+		closeVolume(vol, log)
 		eng.Close()
 		return nil, err
 	}
@@ -190,6 +201,26 @@ func (a *app) closeTenant() {
 		a.inst.Close()
 	}
 	a.sandbox.Close()
+	closeVolume(a.volume, a.log)
+}
+
+// fsOf is vol as the sandbox's Filesystem (nil stays nil).
+func fsOf(vol *quotafs.Volume) sandbox.Filesystem {
+	if vol == nil {
+		return nil
+	}
+	return vol
+}
+
+// closeVolume unmounts the owner's filesystem (unless another server on
+// the same state directory still uses it); safe on nil.
+func closeVolume(vol *quotafs.Volume, log *slog.Logger) {
+	if vol == nil {
+		return
+	}
+	if err := vol.Close(); err != nil {
+		log.Warn("the owner's quota filesystem was not unmounted", "err", err)
+	}
 }
 
 // storageDirs are the folders that count against the storage quota with

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/logcap"
+	"github.com/pybox-dev/pybox/internal/quotafs"
 	"github.com/pybox-dev/pybox/policies"
 	"github.com/pybox-dev/pybox/sandbox"
 	"github.com/pybox-dev/pybox/tools"
@@ -41,6 +42,7 @@ type config struct {
 	OutputLimit   string
 	Quota         string
 	QuotaFiles    int64
+	QuotaMode     string
 	DiskReserve   string
 	MaxCalls      int
 	StallTimeout  time.Duration
@@ -170,6 +172,7 @@ func (c *config) commonSettings() []setting {
 		{"output-limit", "PYBOX_OUTPUT_LIMIT", "cap per output stream (e.g. 1m)", str(&c.OutputLimit, "1m")},
 		{"workspace-quota", "PYBOX_WORKSPACE_QUOTA", "storage quota of an owner (a tenant): code storage, session folders and the output folders of runs under way together, enforced while programs run (e.g. 1g)", str(&c.Quota, "1g")},
 		{"workspace-max-files", "PYBOX_WORKSPACE_MAX_FILES", "files and folders an owner (a tenant) may hold, all its folders together", func(fs *flag.FlagSet, n, u string) { fs.Int64Var(&c.QuotaFiles, n, sandbox.DefaultWorkspaceFiles, u) }},
+		{"quota-mode", "PYBOX_QUOTA_MODE", "how the workspace quota is enforced: filesystem (each owner's folders on an ext4 image of its own, sized to the quota and loop-mounted: the kernel refuses writes past it; Linux, root, loop devices, e2fsprogs), meter (the folders are measured while programs run, which stop when over), or auto (filesystem where possible and the folders hold no files from before, else meter)", str(&c.QuotaMode, "auto")},
 		{"disk-reserve", "PYBOX_DISK_RESERVE", "free space the host disk under the workspaces keeps: programs are stopped, and files refused, below it (e.g. 512m)", str(&c.DiskReserve, "512m")},
 		{"max-calls", "PYBOX_MAX_CALLS", "tool calls in flight at once (running or queued); more are refused at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxCalls, n, 32, u) }},
 		{"stall-timeout", "PYBOX_STALL_TIMEOUT", "how long a write to the client (stdout) may stay blocked before the client is taken as gone: every run stops, its containers are removed and the server exits", dur(&c.StallTimeout, 30*time.Second)},
@@ -384,6 +387,9 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("backend %q: use docker or kubernetes", c.Backend))
 	}
 	if _, err := acceptUnenforced(c.K8sAccept); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := quotafs.ParseMode(c.QuotaMode); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxTimeout < c.Timeout {

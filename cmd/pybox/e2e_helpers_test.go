@@ -43,6 +43,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pyboxBin = filepath.Join(dir, "pybox")
+	// The servers under test measure their owners' folders (the meter) unless
+	// a test asks for the filesystem mode (PYBOX_QUOTA_MODE=filesystem, which
+	// loop-mounts an image per owner: see e2e_quotafs_test.go).
+	if os.Getenv("PYBOX_QUOTA_MODE") == "" {
+		os.Setenv("PYBOX_QUOTA_MODE", "meter")
+	}
 	build := []string{"build", "-o", pyboxBin}
 	if os.Getenv("PYBOX_E2E_RACE") != "" { // the binary under test with the race detector
 		build = append(build, "-race")

@@ -249,18 +249,25 @@ func newTenantApp(base *app, name string) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := sandbox.New(sandbox.Config{Engine: base.engine, Backend: base.backend, Image: base.image, Runtime: cfg.Runtime, User: base.user, Limits: limits,
-		SharedUID:     base.backend != nil,
-		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
-		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
-		StorageDirs: cfg.storageDirs(), Egress: eg, Log: base.log.With("tenant", name)})
+	log := base.log.With("tenant", name)
+	vol, err := cfg.storageFS(limits, base.backend != nil, log)
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: &cfg, log: base.log.With("tenant", name), engine: base.engine, backend: base.backend, sandbox: sb, image: base.image, user: base.user,
-		progress: base.progress, tenant: name, metrics: base.metrics, hostChecked: base.hostChecked}
+	sb, err := sandbox.New(sandbox.Config{Engine: base.engine, Backend: base.backend, Image: base.image, Runtime: cfg.Runtime, User: base.user, Limits: limits, Filesystem: fsOf(vol),
+		SharedUID:     base.backend != nil,
+		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
+		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
+		StorageDirs: cfg.storageDirs(), Egress: eg, Log: log})
+	if err != nil {
+		closeVolume(vol, log)
+		return nil, err
+	}
+	a := &app{cfg: &cfg, log: log, engine: base.engine, backend: base.backend, sandbox: sb, image: base.image, user: base.user,
+		progress: base.progress, tenant: name, metrics: base.metrics, hostChecked: base.hostChecked, volume: vol}
 	if err := a.newManager(); err != nil {
 		sb.Close()
+		closeVolume(vol, log)
 		return nil, err
 	}
 	return a, nil
