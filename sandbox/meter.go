@@ -218,6 +218,22 @@ func (a *Account) measureDirs(dirs []string, stop storage.Usage, skip map[string
 	return u.Add(v), err
 }
 
+// fullNow is, on the owner's own filesystem, why a run that ended by
+// itself met the quota: the owner is over it, so the kernel refused the
+// run's writes past the headroom (ENOSPC). nil otherwise, and always with
+// the meter (which stops the programs itself).
+func (a *Account) fullNow() error {
+	if a.fs == nil {
+		return nil
+	}
+	u, err := a.fs.Usage()
+	if err != nil || !u.Over(a.quota) {
+		return nil
+	}
+	return fmt.Errorf("%w: the workspace holds %s, over its quota of %s, and writes past it were refused (no space left on device): delete files to make room",
+		ErrQuota, describe(u, false), describe(a.quota, false))
+}
+
 // checkDisk stops every watched program when the disk is down to its
 // reserve (between two measurements).
 func (a *Account) checkDisk() {
@@ -247,9 +263,18 @@ func (a *Account) stopAll(why error) {
 func (a *Account) record(u storage.Usage, unread error, full bool, took time.Duration) {
 	a.used, a.unread, a.known, a.took, a.lastEnd, a.force = u, unread, true, took, time.Now(), false
 	if full || !u.Over(a.limit) {
-		a.limit = storage.Usage{Bytes: max(a.quota.Bytes, u.Bytes), Files: max(a.quota.Files, u.Files)}
+		held := u
+		if a.fs != nil { // a filesystem counts blocks: a program's own file and folder take some
+			held = u.Add(fsSlack)
+		}
+		a.limit = storage.Usage{Bytes: max(a.quota.Bytes, held.Bytes), Files: max(a.quota.Files, held.Files)}
 	}
 }
+
+// fsSlack is what an owner over its quota may add, on a filesystem of its
+// own, in a run that deletes files: the blocks of the program's file and
+// of the folders it changes (the kernel bounds the owner anyway).
+var fsSlack = storage.Usage{Bytes: 64 << 10, Files: 8}
 
 // overLocked is why the watched programs must stop after measuring u, or
 // nil.

@@ -337,6 +337,11 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	res.Warm = warm
 	stopWatch()
 	net.into(&res, s.log)
+	if err == nil && !res.QuotaExceeded && p.Workspace != "" {
+		if why := s.acct.fullNow(); why != nil {
+			res.QuotaExceeded, res.QuotaNote = true, why.Error()
+		}
+	}
 	if err != nil {
 		res.Outputs.Remove()
 		res.Outputs = nil

@@ -96,6 +96,7 @@ type server struct {
 	stderr  *testenv.LogBuffer
 	labels  map[string]string // which containers are this server's; nil: its pid label
 	killed  bool              // by the test, on purpose: its session cannot close cleanly
+	closed  bool              // close ran (a test may close before its cleanup does)
 	layers  *testenv.Layers   // the test's hold on the layer cache (packageServer)
 }
 
@@ -183,6 +184,10 @@ func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string)
 }
 
 func (s *server) close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
 	if err := s.cs.Close(); err != nil && !s.killed {
 		s.t.Errorf("closing the session: %v", err)
 	}

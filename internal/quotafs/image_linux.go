@@ -66,9 +66,9 @@ func run(okCode int, name string, args ...string) error {
 	return nil
 }
 
-// imageSize is the size of the image for s: room for the quota and the
-// headroom, its inode table, and the filesystem's own blocks (generous:
-// trim takes the excess back with reserved blocks).
+// imageSize is the size to make the image for s at first: room for the
+// quota and the headroom, its inode table, and the filesystem's own
+// blocks, generously (fit then cuts it to size).
 func imageSize(s Spec) int64 {
 	data := s.Bytes + Headroom
 	size := data + inodes(s)*256 + data/32 + 4<<20
@@ -84,36 +84,71 @@ func (v *Volume) mountImage(mounts map[string]mount) error {
 	if err := ownSubdir(v.mnt); err != nil {
 		return err
 	}
-	size := imageSize(v.spec)
 	if m, ok := mounts[v.mnt]; ok {
 		if err := v.ours(m); err != nil {
 			return err
 		}
 		v.spec.Log.Info("quota filesystem: reusing the mount a server left", "dir", v.spec.Dir, "device", v.dev)
-		return v.grow(size, true)
+		return v.grow(false)
 	}
 	for _, b := range v.spec.Binds {
 		if _, ok := mounts[filepath.Clean(b.Target)]; ok {
 			return fmt.Errorf("quota filesystem: %s is a mount point pybox did not make: unmount it", b.Target)
 		}
 	}
-	if err := v.ensureImage(size); err != nil {
+	if dev := attached(v.image); dev != "" {
+		// Unmounted here, but still in use: a container of an earlier server
+		// holds it in its own mount namespace. Mount that very filesystem
+		// (never check or resize a live one); its loop device goes with its
+		// last user.
+		v.spec.Log.Info("quota filesystem: the image is still in use (by a container of an earlier server?): mounting it as it is", "image", v.image, "device", dev)
+		if err := run(0, "mount", "-t", "ext4", "-o", "nosuid,nodev", dev, v.mnt); err == nil {
+			if err := v.mounted(); err != nil {
+				return err
+			}
+			return v.grow(false)
+		}
+	}
+	if err := v.ensureImage(imageSize(v.spec)); err != nil {
 		return err
 	}
 	if err := run(2, "e2fsck", "-p", v.image); err != nil {
 		return err
 	}
-	if err := v.grow(size, false); err != nil {
+	if err := v.mountLoop(); err != nil {
 		return err
 	}
+	return v.grow(true)
+}
+
+// mountLoop mounts the image at v.mnt on a loop device of its own (which
+// detaches with the last unmount).
+func (v *Volume) mountLoop() error {
 	if err := run(0, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev", v.image, v.mnt); err != nil {
 		return err
 	}
+	return v.mounted()
+}
+
+// mounted checks that the image is what is mounted at v.mnt now.
+func (v *Volume) mounted() error {
 	after, err := readMounts()
 	if err != nil {
 		return err
 	}
 	return v.ours(after[v.mnt])
+}
+
+// attached is the loop device that has image as its backing file, "" for
+// none.
+func attached(image string) string {
+	names, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, n := range names {
+		if b, err := os.ReadFile(n); err == nil && strings.TrimSpace(string(b)) == image {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(n)))
+		}
+	}
+	return ""
 }
 
 // ours checks that m is the image on a loop device, and keeps the device.
@@ -162,40 +197,9 @@ func (v *Volume) ensureImage(size int64) error {
 		"-O", "^has_journal", "-E", "nodiscard,root_owner=0:0", tmp); err != nil {
 		return err
 	}
+	if err := fit(tmp, v.spec); err != nil {
+		return err
+	}
 	v.spec.Log.Info("quota filesystem: made the owner's image", "image", v.image, "size", units.BytesSize(float64(size)))
 	return os.Rename(tmp, v.image)
-}
-
-// grow enlarges the image to size (a larger quota), online when mounted;
-// a smaller quota keeps the image (trim lowers what programs may use).
-func (v *Volume) grow(size int64, mounted bool) error {
-	fi, err := os.Lstat(v.image)
-	if err != nil {
-		return fmt.Errorf("quota filesystem: %w", err)
-	}
-	if fi.Size() >= size {
-		return nil
-	}
-	if !mounted {
-		if err := run(2, "e2fsck", "-f", "-p", v.image); err != nil {
-			return err
-		}
-	}
-	if err := os.Truncate(v.image, size); err != nil {
-		return fmt.Errorf("quota filesystem: %w", err)
-	}
-	v.spec.Log.Info("quota filesystem: the quota grew: growing the owner's image", "image", v.image,
-		"from", units.BytesSize(float64(fi.Size())), "to", units.BytesSize(float64(size)))
-	if !mounted {
-		return run(0, "resize2fs", v.image)
-	}
-	err = run(0, "losetup", "-c", v.dev)
-	if err == nil {
-		err = run(0, "resize2fs", v.dev)
-	}
-	if err != nil { // e.g. without CAP_SYS_RESOURCE: it grows at a start that finds it unmounted
-		v.spec.Log.Warn("quota filesystem: the mounted image could not grow: programs keep its old size until a server starts with it unmounted (stop every server on this state directory, then start one)",
-			"image", v.image, "err", err)
-	}
-	return nil
 }

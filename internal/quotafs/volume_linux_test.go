@@ -78,15 +78,18 @@ func targets(s Spec) []string {
 	return out
 }
 
-// fill writes as an unprivileged user (as programs do) into dir until the
+// fill writes as an unprivileged user (as programs do; as root with
+// asRoot, as gVisor's gofer and the server do) into dir until the
 // filesystem refuses, and returns dd's error.
-func fill(t *testing.T, dir, name string, mb int) error {
+func fill(t *testing.T, dir, name string, mb int, asRoot bool) error {
 	t.Helper()
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(dir, name), "bs=1M", "count="+strconv.Itoa(mb))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if !asRoot {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "No space left") {
 		t.Fatalf("dd: %v: %s", err, out)
@@ -94,13 +97,17 @@ func fill(t *testing.T, dir, name string, mb int) error {
 	return err
 }
 
-// A writer cannot pass the quota and the headroom: the kernel refuses at
-// write time; what it holds is what a statfs says.
+// A writer cannot pass the quota and the headroom, not even root: the
+// kernel refuses at write time; what the owner holds is what a statfs
+// says.
 func TestVolumeRefusesWritesPastTheQuota(t *testing.T) {
 	s := spec(t, t.TempDir(), 16)
 	v := open(t, s)
-	if err := fill(t, s.Binds[0].Target, "big", 64); err == nil {
+	if err := fill(t, s.Binds[0].Target, "big", 64, false); err == nil {
 		t.Fatal("64 MiB written into a 16 MiB quota")
+	}
+	if err := fill(t, s.Binds[0].Target, "root", 64, true); err == nil {
+		t.Fatal("root wrote 64 MiB more")
 	}
 	u, err := v.Usage()
 	if err != nil {
