@@ -47,7 +47,7 @@ func (v *Volume) grow(own bool) error {
 		if err != nil {
 			return err
 		}
-		next := blocks + (want-have) + (want-have)/16 + 1 // new block groups bring blocks of their own
+		next := blocks + (want - have) + (want-have)/16 + 1 // new block groups bring blocks of their own
 		v.spec.Log.Info("quota filesystem: the quota grew: growing the owner's image", "image", v.image,
 			"from", units.BytesSize(float64(have*blockSize)), "to", units.BytesSize(float64(want*blockSize)))
 		if !own {
