@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/go-units"
 	"golang.org/x/sys/unix"
@@ -55,6 +56,9 @@ func (v *Volume) grow(own bool) error {
 		}
 		if err := v.unmount(v.mnt); err != nil {
 			return err
+		}
+		if !detached(v.image, 2*time.Second) {
+			return fmt.Errorf("quota filesystem: %s stays in use after its unmount: not resized", v.image)
 		}
 		if err := resize(v.image, blocks, next); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/go-units"
 	"golang.org/x/sys/unix"
@@ -96,7 +97,7 @@ func (v *Volume) mountImage(mounts map[string]mount) error {
 			return fmt.Errorf("quota filesystem: %s is a mount point pybox did not make: unmount it", b.Target)
 		}
 	}
-	if dev := attached(v.image); dev != "" {
+	if dev := attached(v.image); dev != "" && !detached(v.image, time.Second) {
 		// Unmounted here, but still in use: a container of an earlier server
 		// holds it in its own mount namespace. Mount that very filesystem
 		// (never check or resize a live one); its loop device goes with its
@@ -137,6 +138,20 @@ func (v *Volume) mounted() error {
 		return err
 	}
 	return v.ours(after[v.mnt])
+}
+
+// detached waits, up to wait, for the loop device of image to detach (it
+// does so shortly after its last unmount: there is no event to wait for),
+// and reports whether it did.
+func detached(image string, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for attached(image) != "" {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
 
 // attached is the loop device that has image as its backing file, "" for

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -207,6 +208,9 @@ func (v *Volume) tearDown() error {
 	}
 	if isMounted(v.mnt) {
 		errs = append(errs, v.unmount(v.mnt))
+		if !detached(v.image, 2*time.Second) {
+			v.spec.Log.Info("quota filesystem: unmounted here, still in use (by a container?): its loop device detaches once that ends", "image", v.image)
+		}
 	}
 	return errors.Join(errs...)
 }
