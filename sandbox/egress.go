@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -36,6 +37,32 @@ func (s *Sandbox) startEgress(cfg *egress.Config) (*egressRun, error) {
 		return nil, err
 	}
 	return &egressRun{run: r}, nil
+}
+
+// listenEgress makes a container's egress folder with its socket
+// listening, before the run is known (warm containers); serve starts the
+// proxy when a run takes it. nil, nil when the sandbox's runs have no
+// network.
+func (s *Sandbox) listenEgress(p Program) (*egressRun, error) {
+	if !p.egress() {
+		return nil, nil
+	}
+	if b, ok := s.eng.(noEgress); ok {
+		return nil, b.NoEgress()
+	}
+	r, err := egressdir.Listen(s.runsDir)
+	if err != nil {
+		return nil, err
+	}
+	return &egressRun{run: r}, nil
+}
+
+// serve starts the proxy with cfg (a run took the container).
+func (e *egressRun) serve(cfg *egress.Config) error {
+	if e == nil {
+		return errors.New("sandbox: a run with an allowlist got a container without the egress folder")
+	}
+	return e.run.Serve(*cfg)
 }
 
 // dir is the host folder to mount; "" = none.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pybox-dev/pybox/internal/egress"
 	"github.com/pybox-dev/pybox/internal/testenv"
@@ -77,10 +78,19 @@ func TestEgressAllowlist(t *testing.T) {
 			"other.test": "127.0.0.1", "loop.test": "127.0.0.2", "meta.test": "169.254.169.254"})}
 	for _, rt := range testenv.Runtimes(t, eng) {
 		t.Run(orRunc(rt), func(t *testing.T) {
-			sb, _ := newSandbox(t, sandbox.Config{Runtime: rt})
-			res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "main.py", Args: []string{hp, tp}, Egress: cfg})
+			sb, _ := newSandbox(t, sandbox.Config{Runtime: rt, Egress: cfg})
+			// The first run starts a container; the second takes a warm
+			// one when the refill is ready (its proxy starts then).
+			res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "main.py", Args: []string{hp, tp}})
+			if err == nil {
+				waitFor(t, 30*time.Second, "a warm container with an egress folder", func() bool { return sb.PoolReady() > 0 })
+				res, err = sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "main.py", Args: []string{hp, tp}})
+			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !res.Warm {
+				t.Errorf("the second run with an allowlist did not use the warm pool")
 			}
 			var got map[string]any
 			if err := json.Unmarshal([]byte(res.Stdout), &got); err != nil {

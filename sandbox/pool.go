@@ -32,8 +32,9 @@ const (
 // warm is one ready container and the output folder mounted into it.
 type warm struct {
 	*conn
-	outputs     *Outputs // nil once handed to a run
-	outputsNote string   // why there is no output folder, if there is none
+	outputs     *Outputs   // nil once handed to a run
+	outputsNote string     // why there is no output folder, if there is none
+	net         *egressRun // its egress folder (runs with an allowlist), nil once handed to a run
 	started     time.Time
 }
 
@@ -102,13 +103,14 @@ func (pl *pool) started(key string, now time.Time) {
 // poolKey is what a warm container must match: image, interpreter and the
 // mounted workspace (limits and runtime are the Sandbox's own).
 func poolKey(p Program) string {
-	return p.Image + "\x00" + strings.Join(p.Python, "\x00") + "\x00" + p.Workspace + "\x00" + strconv.FormatBool(p.scratch())
+	return p.Image + "\x00" + strings.Join(p.Python, "\x00") + "\x00" + p.Workspace + "\x00" + strconv.FormatBool(p.scratch()) + "\x00" + strconv.FormatBool(p.egress())
 }
 
 // pooled: runs of p may use warm containers (those with a workspace of
-// their own: not probes), unless they have an egress proxy (its folder is
-// mounted when the container is created).
-func (p Program) pooled() bool { return (p.Workspace != "" || p.scratch()) && !p.egress() }
+// their own: not probes). A warm container for runs with an allowlist has
+// its egress folder mounted, the socket listening; the proxy starts when
+// a run takes it.
+func (p Program) pooled() bool { return p.Workspace != "" || p.scratch() }
 
 // take returns a ready container for p, or nil, and counts the run
 // as demand; done must follow when the run is over. When none is ready
@@ -230,6 +232,7 @@ func (w *warm) usable() bool {
 func (pl *pool) dropLater(w *warm) {
 	pl.wg.Go(func() {
 		w.destroy(context.Background(), pl.log)
+		w.net.close(pl.log)
 		if err := w.outputs.Remove(); err != nil {
 			pl.log.Warn("run output folder not removed", "err", err)
 		}
@@ -297,9 +300,13 @@ func (pl *pool) pooled(key string, w *warm, err error) bool {
 // startOnce starts a container whose runner waits for one program of p's
 // environment and workspace, with a private output folder mounted; role
 // is run (a cold run's) or pool.
-func (s *Sandbox) startOnce(ctx context.Context, p Program, role, egress string) (*warm, error) {
+func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm, error) {
+	net, err := s.listenEgress(p)
+	if err != nil {
+		return nil, err
+	}
 	plan := s.plan(p, "once")
-	plan.withEgress(egress)
+	plan.withEgress(net.dir())
 	plan.Labels = s.labels(role, plan)
 	outputs, err := s.newOutputs(p.Workspace)
 	note := ""
@@ -311,9 +318,10 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role, egress string)
 	c, err := s.start(ctx, plan, role)
 	if err != nil {
 		outputs.Remove()
+		net.close(s.log)
 		return nil, err
 	}
-	return &warm{conn: c, outputs: outputs, outputsNote: note, started: time.Now()}, nil
+	return &warm{conn: c, outputs: outputs, outputsNote: note, net: net, started: time.Now()}, nil
 }
 
 // sweep drops idle containers that are stale, or beyond their key's

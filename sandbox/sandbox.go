@@ -177,7 +177,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.acct = newAccount(cfg.Limits, s.log, cfg.Filesystem, append(slices.Clone(cfg.StorageDirs), s.runsDir)...)
 	s.pool = newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling),
-		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool", "") }, s.log)
+		func(ctx context.Context, p Program) (*warm, error) { return s.startOnce(ctx, p, "pool") }, s.log)
 	s.shutdown, s.stopAll = context.WithCancel(context.Background())
 	s.sess.wg.Add(1)
 	go s.reap()
@@ -311,17 +311,21 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 		return Result{}, err
 	}
 	defer uncover()
-	net, err := s.startEgress(p.Egress)
-	if err != nil {
-		return Result{}, s.explain(err)
-	}
-	defer net.close(s.log) // idempotent: the report is taken below
 	w := s.pool.take(ctx, p)
 	warm := w != nil
 	defer s.pool.done(p)
 	if w == nil {
-		if w, err = s.startOnce(ctx, p, "run", net.dir()); err != nil {
+		if w, err = s.startOnce(ctx, p, "run"); err != nil {
 			return Result{}, err
+		}
+	}
+	net := w.net // the run's now: its proxy ends with the run
+	w.net = nil
+	defer net.close(s.log) // idempotent: the report is taken below
+	if p.egress() {
+		if err := net.serve(p.Egress); err != nil {
+			s.pool.dropLater(w)
+			return Result{}, s.explain(err)
 		}
 	}
 	stopWatch := func() {}

@@ -35,7 +35,8 @@ const maxSocketPath = 100
 type Run struct {
 	root   string // the private folder (0700, the server's): removed by Close
 	dir    string // root/s, mounted: the socket's folder
-	proxy  *egress.Proxy
+	l      net.Listener
+	proxy  *egress.Proxy // nil until Serve
 	cancel context.CancelFunc
 	done   chan error
 	report egress.Report
@@ -47,6 +48,21 @@ type Run struct {
 // proxy there. The folder is new (os.MkdirTemp: nothing an earlier
 // program could have placed there is used) and never shared.
 func Start(base string, cfg egress.Config) (*Run, error) {
+	r, err := Listen(base)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Serve(cfg); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Listen makes the private folder and its socket, listening; connections
+// wait in the socket's queue until Serve (a warm container's, made before
+// its run is known, gets its proxy when a run takes it).
+func Listen(base string) (*Run, error) {
 	if base == "" || len(base)+len("/egress-0123456789/s/"+Socket) > maxSocketPath {
 		base = os.TempDir()
 	}
@@ -55,7 +71,7 @@ func Start(base string, cfg egress.Config) (*Run, error) {
 		return nil, fmt.Errorf("egress folder: %w", err)
 	}
 	r := &Run{root: root, dir: filepath.Join(root, "s"), done: make(chan error, 1)}
-	if err := r.listen(cfg); err != nil {
+	if err := r.listen(); err != nil {
 		os.RemoveAll(root)
 		return nil, err
 	}
@@ -64,17 +80,13 @@ func Start(base string, cfg egress.Config) (*Run, error) {
 
 // listen creates the socket's folder (readable by the container's user,
 // who cannot write it: the mount is read-only and the folder the
-// server's) and serves the proxy on its socket.
-func (r *Run) listen(cfg egress.Config) error {
+// server's) and listens on its socket.
+func (r *Run) listen() error {
 	if err := os.Mkdir(r.dir, 0o755); err != nil {
 		return fmt.Errorf("egress folder: %w", err)
 	}
 	if err := os.Chmod(r.dir, 0o755); err != nil { // whatever the umask
 		return fmt.Errorf("egress folder: %w", err)
-	}
-	p, err := egress.New(cfg)
-	if err != nil {
-		return fmt.Errorf("egress proxy: %w", err)
 	}
 	path := filepath.Join(r.dir, Socket)
 	l, err := net.Listen("unix", path)
@@ -85,9 +97,22 @@ func (r *Run) listen(cfg egress.Config) error {
 		l.Close()
 		return fmt.Errorf("egress socket: %w", err)
 	}
+	r.l = l
+	return nil
+}
+
+// Serve starts cfg's proxy on the socket, once.
+func (r *Run) Serve(cfg egress.Config) error {
+	if r.proxy != nil || r.closed {
+		return errors.New("egress proxy: served twice or closed")
+	}
+	p, err := egress.New(cfg)
+	if err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.proxy, r.cancel = p, cancel
-	go func() { r.done <- p.Serve(ctx, l) }()
+	go func() { r.done <- p.Serve(ctx, r.l) }()
 	return nil
 }
 
@@ -101,7 +126,7 @@ func (r *Run) Mount() mount.Mount {
 
 // Report is what the proxy has seen so far (all of it, once closed).
 func (r *Run) Report() egress.Report {
-	if r.closed {
+	if r.closed || r.proxy == nil {
 		return r.report
 	}
 	return r.proxy.Report()
@@ -120,6 +145,10 @@ func (r *Run) Close() (egress.Report, error) {
 		return r.report, nil
 	}
 	r.closed = true
+	if r.proxy == nil { // never served
+		r.l.Close()
+		return r.report, os.RemoveAll(r.root)
+	}
 	r.cancel()
 	err := <-r.done
 	if errors.Is(err, net.ErrClosed) {
