@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
 // TestEgressThroughServer drives the real binary over MCP with an egress
@@ -83,5 +85,22 @@ except Exception as e:
 	resp.Body.Close()
 	if want := `pybox_egress_connections_total{tenant="a",verdict="allowed"} 1`; !strings.Contains(string(body), want) {
 		t.Errorf("/metrics lacks %q", want)
+	}
+}
+
+// TestEgressPodman: the same allowlisted fetch on rootful Podman (the
+// proxy's socket is a host file the container reaches through its mount).
+func TestEgressPodman(t *testing.T) {
+	pod, host := testenv.Podman(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) }))
+	defer up.Close()
+	port := up.URL[strings.LastIndexByte(up.URL, ':')+1:]
+	s := startServer(t, "DOCKER_HOST="+host, "PYBOX_EGRESS_ALLOW=api.test:"+port, "PYBOX_EGRESS_ALLOW_ADDRS=127.0.0.1",
+		"PYBOX_EGRESS_TEST_HOSTS=api.test=127.0.0.1")
+	s.eng = pod
+	out, res := s.exec(map[string]any{"code": fmt.Sprintf(`import socket, urllib.request
+print([n for _, n in socket.if_nameindex()], urllib.request.urlopen("http://api.test:%s/", timeout=20).read().decode())`, port)})
+	if want := "['lo'] hello api.test:" + port + "\n"; out.Stdout != want || !strings.Contains(text(res), "network: allowed api.test:"+port) {
+		t.Fatalf("on Podman: want stdout %q and a network line:\n%s", want, text(res))
 	}
 }
