@@ -50,6 +50,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	evalWork := fs.Int("eval-work", 200, "with -eval: samples in the real-work batch")
 	evalFloor := fs.Bool("eval-floor", false, "measure `pybox eval --problems` on 164 trivial problems (1 and 5 samples each) against a docker run --rm loop and the floor (bare containers of true), --max-concurrent at once")
 	kubeconfig := fs.String("kubernetes", "", "measure the Kubernetes backend instead, with this kubeconfig: warm, cold and session latency as pods, beside the same rows on Docker")
+	egressBench := fs.Bool("egress", false, "measure one HTTPS request (new connection) from a program through pybox's egress proxy against the same request from the host, and a 100 MiB download through it")
 	codeModeBench := fs.Bool("codemode", false, "measure code mode instead: one workflow as three direct tool calls and as one execute_code calling them (time and context bytes)")
 	if err := parse(fs, c, args); err != nil {
 		return err
@@ -80,6 +81,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchEval(ctx, a.image, c.forwardFlags(fs), *evalTrivial, *evalWork, *n, *jsonOut, stdout, stderr)
 	}
 	b := &bench{n: *n, image: a.image, stderr: stderr, eng: a.engine}
+	if *egressBench {
+		rows, err := b.egressRows(ctx, c.forwardFlags(fs))
+		if err != nil {
+			return err
+		}
+		return writeReport(benchReport{Image: b.image, Rows: rows}, *jsonOut, stdout)
+	}
 	if *kubeconfig != "" {
 		serve := c.forwardFlags(fs)
 		rep := benchReport{Image: b.image, Rows: b.latencyRows(ctx, serve, " [docker]")}
