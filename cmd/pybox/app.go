@@ -64,9 +64,10 @@ func (a *app) takeNotice() string {
 	return s
 }
 
-// newApp validates the configuration and connects the parts.
+// newApp validates the configuration and connects the parts (ctx bounds
+// the connection to a Kubernetes cluster and its start checks).
 // Logs and progress go to stderr.
-func newApp(c *config, stderr io.Writer) (*app, error) {
+func newApp(ctx context.Context, c *config, stderr io.Writer) (*app, error) {
 	adopted := c.adoptHostSettings()
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func newApp(c *config, stderr io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := c.backend(limits, log)
+	backend, err := c.backend(ctx, limits, log)
 	if err != nil {
 		eng.Close()
 		return nil, err
@@ -372,13 +373,13 @@ var errInstallOnKubernetes = errors.New("installing packages is not available on
 	"that installs them), push it to a registry the cluster pulls from, and set PYBOX_IMAGE to it")
 
 // backend connects the configured non-Docker backend (nil for Docker).
-func (c *config) backend(limits sandbox.Limits, log *slog.Logger) (sandbox.Backend, error) {
+func (c *config) backend(ctx context.Context, limits sandbox.Limits, log *slog.Logger) (sandbox.Backend, error) {
 	if c.Backend != "kubernetes" {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	connect, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	kb, err := kube.New(ctx, kube.Config{Kubeconfig: c.Kubeconfig, Namespace: c.K8sNamespace, WorkspaceBytes: limits.WorkspaceBytes,
+	kb, err := kube.New(connect, kube.Config{Kubeconfig: c.Kubeconfig, Namespace: c.K8sNamespace, WorkspaceBytes: limits.WorkspaceBytes,
 		OwnerPod: os.Getenv("POD_NAME"), OwnerUID: os.Getenv("POD_UID"), OwnerNamespace: os.Getenv("POD_NAMESPACE"), Log: log})
 	if err != nil {
 		return nil, err
@@ -388,7 +389,7 @@ func (c *config) backend(limits sandbox.Limits, log *slog.Logger) (sandbox.Backe
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkCluster(context.Background(), kb, image, log); err != nil {
+	if err := c.checkCluster(ctx, kb, image, log); err != nil {
 		return nil, err
 	}
 	return sandbox.Kubernetes(kb), nil

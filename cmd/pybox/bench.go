@@ -58,7 +58,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *n < 2 {
 		return errors.New("bench: -n must be at least 2")
 	}
-	a, err := newApp(c, stderr)
+	a, err := newApp(ctx, c, stderr)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := parse(fs, c, args); err != nil {
 		return exitCode(err, stderr)
 	}
-	a, err := newApp(c, stderr)
+	a, err := newApp(ctx, c, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "pybox:", err)
 		return 1

@@ -73,7 +73,7 @@ func startHTTP(t *testing.T, noTokens bool, env ...string) *httpServer {
 	}
 	go func() { h.exited <- h.cmd.Wait() }()
 	t.Cleanup(h.stop)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // on Kubernetes, after the start checks' two pods
 	for {
 		resp, err := http.Get(h.url + "/healthz")
 		if err == nil {
@@ -88,7 +88,7 @@ func startHTTP(t *testing.T, noTokens bool, env ...string) *httpServer {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no healthy /healthz within 30 s: %v\n%s", err, h.stderr)
+			t.Fatalf("no healthy /healthz within 2 minutes: %v\n%s", err, h.stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -216,7 +216,7 @@ func evalRun(ctx context.Context, c *config, b *eval.Batch, opts eval.Options, s
 		b.Summary(nil)
 		return 0
 	}
-	a, err := newApp(c, stderr)
+	a, err := newApp(ctx, c, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "pybox eval:", err)
 		return exitFailure

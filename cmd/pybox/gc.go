@@ -26,7 +26,7 @@ func gcCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, c, args); err != nil {
 		return err
 	}
-	a, err := newApp(c, stderr)
+	a, err := newApp(ctx, c, stderr)
 	if err != nil {
 		return err
 	}

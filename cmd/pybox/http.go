@@ -56,7 +56,7 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 		return fmt.Errorf("--http %s is not a loopback address and there is no --tokens file: anyone who reaches it could run code. "+
 			"Give a tokens file (lines \"TENANT TOKEN\"), listen on 127.0.0.1, or pass --insecure-no-auth", c.HTTPAddr)
 	}
-	base, err := newApp(c, stderr)
+	base, err := newApp(ctx, c, stderr)
 	if err != nil {
 		return err
 	}

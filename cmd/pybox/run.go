@@ -101,7 +101,7 @@ func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr 
 	if err != nil {
 		return sandbox.Result{}, err
 	}
-	a, err := newApp(c, stderr)
+	a, err := newApp(ctx, c, stderr)
 	if err != nil {
 		return sandbox.Result{}, err
 	}

@@ -27,7 +27,7 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if c.HTTPAddr != "" {
 		return serveHTTP(ctx, c, stderr)
 	}
-	a, err := newApp(c, stderr)
+	a, err := newApp(ctx, c, stderr)
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,10 @@ func (b *Backend) converse(ctx context.Context, client *Attached, lines <-chan s
 		select {
 		case line = <-lines:
 		case <-ctx.Done():
-			return Checks{Err: fmt.Errorf("the probe pods did not answer within %v", checkTimeout)}
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				return Checks{Err: fmt.Errorf("the probe pods did not answer within %v", checkTimeout)}
+			}
+			return Checks{Err: context.Cause(ctx)}
 		}
 		field, rest, _ := strings.Cut(line, " ")
 		switch field {
