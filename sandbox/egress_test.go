@@ -188,3 +188,41 @@ func TestEgressSession(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressPip: pip inside a program finds its proxy in the environment
+// (PIP_PROXY, HTTP_PROXY) and installs from an index that only the proxy
+// reaches (by name, a server of the test on 127.0.0.1).
+func TestEgressPip(t *testing.T) {
+	wheels := t.TempDir()
+	name := filepath.Base(testenv.WriteWheel(t, wheels, testenv.Wheel{Name: "pyboxegress", Version: "1.0", Code: "X = 42\n"}))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/simple/pyboxegress/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "<html><body><a href=\"/files/%s\">%s</a></body></html>\n", name, name)
+	})
+	mux.Handle("/files/", http.StripPrefix("/files/", http.FileServer(http.Dir(wheels))))
+	idx := httptest.NewServer(mux)
+	defer idx.Close()
+	ip := port(t, idx.URL)
+	allow, err := egress.ParseAllowlist([]string{"index.test:" + ip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Resolver: testResolver(t, map[string]string{"index.test": "127.0.0.1"})}
+	sb, _ := newSandbox(t, sandbox.Config{WarmPool: -1, Egress: cfg})
+	ws := workspace(t, fmt.Sprintf(`import subprocess, sys
+py = next(p for p in (sys.executable, "/usr/bin/python3") if subprocess.call([p, "-m", "pip", "--version"], stdout=subprocess.DEVNULL) == 0)
+rc = subprocess.call([py, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--target", "/tmp/t",
+    "--index-url", "http://index.test:%s/simple/", "--trusted-host", "index.test", "pyboxegress"], stdout=sys.stderr)
+sys.path.insert(0, "/tmp/t")
+import pyboxegress
+print(rc, pyboxegress.X)
+`, ip))
+	res, err := sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "main.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(res.Stdout); got != "0 42" || !strings.Contains(res.Network, "allowed index.test:"+ip+" (") {
+		t.Errorf("pip through the proxy: stdout %q, network %q, stderr:\n%s", got, res.Network, res.Stderr)
+	}
+}
