@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -101,6 +102,20 @@ func benchEval(ctx context.Context, image string, forward []string, trivial, wor
 	return writeEvalReport(rep, jsonOut, stdout)
 }
 
+// evalForward keeps, of the flags forwarded to a child, those `pybox
+// eval` has (a setting from the environment or the policy is forwarded
+// too, and eval has not the server's).
+func evalForward(forward []string) []string {
+	var out []string
+	for _, f := range forward {
+		name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if slices.Contains(evalSettings, name) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // benchEvalBatch runs one batch through a child `pybox eval`.
 func benchEvalBatch(ctx context.Context, self string, forward []string, dir, label string, samples []sample) evalBenchRow {
 	row := evalBenchRow{Name: "pybox eval, " + label, Samples: len(samples), Note: "fresh container per sample"}
@@ -115,7 +130,7 @@ func benchEvalBatch(ctx context.Context, self string, forward []string, dir, lab
 		row.Skipped = err.Error()
 		return row
 	}
-	cmd := exec.CommandContext(ctx, self, append(append([]string{"eval", "--progress=never"}, forward...), "-o", out, in)...)
+	cmd := exec.CommandContext(ctx, self, append(append([]string{"eval", "--progress=never"}, evalForward(forward)...), "-o", out, in)...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	start := time.Now()

@@ -91,7 +91,7 @@ func (b *floorBench) evalProblems(ctx context.Context, dir string, per int) eval
 		row.Skipped = err.Error()
 		return row
 	}
-	args := append(append([]string{"eval", "--progress=never", "-j", fmt.Sprint(b.jobs)}, b.forward...), "--problems", probs, in)
+	args := append(append([]string{"eval", "--progress=never", "-j", fmt.Sprint(b.jobs)}, evalForward(b.forward)...), "--problems", probs, in)
 	cmd := exec.CommandContext(ctx, b.self, args...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
