@@ -109,7 +109,7 @@ func evalForward(forward []string) []string {
 	var out []string
 	for _, f := range forward {
 		name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
-		if slices.Contains(evalSettings, name) {
+		if !slices.Contains(evalOmits, name) {
 			out = append(out, f)
 		}
 	}

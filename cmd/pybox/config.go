@@ -98,7 +98,7 @@ type config struct {
 	HTTPIdle       time.Duration // a kept-alive connection idle this long is closed
 	MaxMCPSessions int           // MCP sessions a tenant keeps open at once
 
-	only         []string        // the flags of the settings a subcommand uses (nil: all; eval's: evalSettings)
+	omit         []string        // the flags of settings a subcommand does not use (eval's: evalOmits)
 	given        map[string]bool // flags given on the command line (parseFlags)
 	hostPackages []string        // a host venv's packages to install (adoptHostSettings)
 }
@@ -109,7 +109,7 @@ type setting struct {
 	bind             func(fs *flag.FlagSet, name, usage string)
 }
 
-// settings are the command's settings: c.only's, when set.
+// settings are the command's settings: all but c.omit's.
 func (c *config) settings() []setting {
 	return slices.DeleteFunc(c.allSettings(), func(s setting) bool { return !c.uses(s.flag) })
 }
@@ -123,7 +123,7 @@ func (c *config) allSettings() []setting {
 }
 
 // uses tells whether the command has the setting of this flag.
-func (c *config) uses(flag string) bool { return c.only == nil || slices.Contains(c.only, flag) }
+func (c *config) uses(flag string) bool { return !slices.Contains(c.omit, flag) }
 
 // httpSettings are serve's settings for MCP over streamable HTTP.
 func (c *config) httpSettings() []setting {

@@ -163,7 +163,7 @@ func TestAllowSdistSetting(t *testing.T) {
 // TestEvalFlags: `pybox eval` takes only the settings it uses, and the
 // ones it does not keep their defaults (the server's still has them all).
 func TestEvalFlags(t *testing.T) {
-	c := &config{only: evalSettings}
+	c := &config{omit: evalOmits}
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	if err := c.parseFlags(fs, []string{"--memory=1g"}); err != nil {
 		t.Fatal(err)
@@ -176,9 +176,16 @@ func TestEvalFlags(t *testing.T) {
 	if fs.Lookup("memory") == nil || c.Memory != "1g" || c.MaxCalls != 32 || c.StallTimeout != 30*time.Second || c.Toolset != "default" {
 		t.Errorf("eval's settings: memory %q, unused defaults max-calls %d stall %s toolset %q", c.Memory, c.MaxCalls, c.StallTimeout, c.Toolset)
 	}
-	for _, name := range evalSettings {
+	all := flag.NewFlagSet("all", flag.ContinueOnError)
+	(&config{}).register(all)
+	for _, name := range evalOmits {
+		if all.Lookup(name) == nil {
+			t.Errorf("evalOmits names --%s, which is no setting", name)
+		}
+	}
+	for _, name := range []string{"egress-allow", "quota-mode", "code-storage-dir", "workspace-quota"} {
 		if fs.Lookup(name) == nil {
-			t.Errorf("evalSettings names --%s, which is no setting", name)
+			t.Errorf("eval has not --%s", name)
 		}
 	}
 	serve := flag.NewFlagSet("serve", flag.ContinueOnError)

@@ -53,19 +53,11 @@ JSON on stdout. Files ending in .gz are read through gzip.
 
 `
 
-// evalSettings are the settings `pybox eval` uses (its --help lists
-// only these): the sandbox's limits, its image and environment, installs,
-// the policy, the storage and state directories (the storage directory's
-// owner is who programs run as); not the server's.
-var evalSettings = []string{
-	"code-storage-dir", "image", "variant", "runtime", "backend", "k8s-namespace", "kubeconfig",
-	"timeout", "max-timeout", "memory", "cpus", "pids", "output-limit",
-	"workspace-quota", "workspace-max-files", "disk-reserve",
-	"max-concurrent", "warm-pool", "max-code-size", "policy", "log-level",
-	"debian-mirror", "build", "env-type", "venv-path", "uv-venv-path", "conda-env-name", "python-path",
-	"preinstalled-packages", "index-url", "extra-index-url", "wheelhouse", "install-network", "install-timeout",
-	"state-dir", "allow-url-requirements", "allow-sdist",
-}
+// evalOmits are the server's settings, which `pybox eval` has not (its
+// --help lists the rest: the sandbox's limits, image, environment,
+// installs, egress, policy, storage and state; a setting added later is
+// eval's too unless named here).
+var evalOmits = []string{"allowed-images", "max-calls", "max-file-size", "max-sessions", "queue-wait", "session-ttl", "stall-timeout", "toolset"}
 
 // evalFlags are eval's own flags.
 type evalFlags struct {
@@ -74,7 +66,7 @@ type evalFlags struct {
 }
 
 func evalCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &config{only: evalSettings}
+	c := &config{omit: evalOmits}
 	fs := newFlags("eval", evalUsage, stderr, c)
 	usage := fs.Usage
 	fs.Usage = func() { fmt.Fprint(stderr, evalHelp); usage() }
