@@ -380,7 +380,7 @@ func (c *config) backend(ctx context.Context, limits sandbox.Limits, log *slog.L
 	connect, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	kb, err := kube.New(connect, kube.Config{Kubeconfig: c.Kubeconfig, Namespace: c.K8sNamespace, WorkspaceBytes: limits.WorkspaceBytes,
-		OwnerPod: os.Getenv("POD_NAME"), OwnerUID: os.Getenv("POD_UID"), OwnerNamespace: os.Getenv("POD_NAMESPACE"), Log: log})
+		OwnerPod: os.Getenv("POD_NAME"), OwnerUID: os.Getenv("POD_UID"), OwnerNamespace: os.Getenv("POD_NAMESPACE"), RuntimeClass: c.Runtime, Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -109,13 +109,28 @@ var serverRuntimes sync.Map
 // t is, or is under. Per test, so that tests run in parallel never see
 // another's.
 func serverRuntime(t testing.TB) string {
+	rt, _ := lookUp(&serverRuntimes, t).(string)
+	return rt
+}
+
+// serverEnvs maps each subtest eachKubeRuntime made to more environment
+// for the servers started in it (a test node's), before the test's own.
+var serverEnvs sync.Map
+
+func serverEnv(t testing.TB) []string {
+	env, _ := lookUp(&serverEnvs, t).([]string)
+	return env
+}
+
+// lookUp is m's value for t or the nearest test t is under, or nil.
+func lookUp(m *sync.Map, t testing.TB) any {
 	for name := t.Name(); ; {
-		if rt, ok := serverRuntimes.Load(name); ok {
-			return rt.(string)
+		if v, ok := m.Load(name); ok {
+			return v
 		}
 		i := strings.LastIndex(name, "/")
 		if i < 0 {
-			return ""
+			return nil
 		}
 		name = name[:i]
 	}
@@ -167,6 +182,7 @@ func launch(t *testing.T, opts *mcp.ClientOptions, cmd *exec.Cmd, env ...string)
 	if rt := serverRuntime(t); rt != "" {
 		defaults = append(defaults, "PYBOX_RUNTIME="+rt)
 	}
+	defaults = append(defaults, serverEnv(t)...)
 	s.cmd.Env = append(append(os.Environ(), defaults...), env...)
 	s.cmd.Stderr = s.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, opts)

@@ -149,7 +149,16 @@ func attackPlantedModules(t *testing.T) {
 	if m := markers(t, s.storage); len(m) > 0 {
 		t.Errorf("planted modules ran outside the programs that import them: %v", m)
 	}
-	// The same in a session's own folder, for the next kernel started on it.
+	plantInSession(t, s)
+}
+
+// attackPlantedSessionModules: modules planted in a session's own folder
+// never run in the next kernel started on it.
+func attackPlantedSessionModules(t *testing.T) { plantInSession(t, startServer(t)) }
+
+// plantInSession plants modules in session k's folder, ends its kernel,
+// and checks that the next kernel ran none of them.
+func plantInSession(t *testing.T, s *server) {
 	if out, _ := s.exec(map[string]any{"code": plantModules(), "session_id": "k"}); out.Stdout != "planted\n" {
 		t.Fatalf("plant in session: %+v", out)
 	}

@@ -266,13 +266,25 @@ func (a *Attached) follow(rv string, running chan<- error) {
 			if st != nil && st.Terminated != nil {
 				w.Stop()
 				tell(fmt.Errorf("pod %s ended before pybox could attach (exit %d: %s)", a.name, st.Terminated.ExitCode, st.Terminated.Reason))
-				finish(engine.Exit{Code: int(st.Terminated.ExitCode), OOMKilled: st.Terminated.Reason == "OOMKilled"})
+				finish(terminatedExit(st.Terminated))
 				return
 			}
 		}
 	}
 	tell(context.Cause(a.ctx))
 	finish(engine.Exit{Code: 137, Cancelled: true})
+}
+
+// terminatedExit is a terminated container's exit. An OOM kill is exit
+// 137 (SIGKILL, what the OOM killer sends, as Docker reports it) whatever
+// code the runtime gave: under gVisor the killed sandbox's container ends
+// with 128.
+func terminatedExit(st *corev1.ContainerStateTerminated) engine.Exit {
+	exit := engine.Exit{Code: int(st.ExitCode), OOMKilled: st.Reason == "OOMKilled"}
+	if exit.OOMKilled && exit.Code <= 128 {
+		exit.Code = 137
+	}
+	return exit
 }
 
 func containerState(p *corev1.Pod) *corev1.ContainerState {

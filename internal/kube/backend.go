@@ -62,7 +62,10 @@ type Config struct {
 	// in another namespace would count as absent: the garbage collector
 	// would delete them).
 	OwnerPod, OwnerUID, OwnerNamespace string
-	Log                                *slog.Logger
+	// RuntimeClass is the RuntimeClass the pods name (PYBOX_RUNTIME); it
+	// must exist. "": the cluster's default runtime.
+	RuntimeClass string
+	Log          *slog.Logger
 }
 
 // Backend runs pybox's containers as pods. Create it with New.
@@ -110,6 +113,9 @@ func NewWith(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, cfg 
 	}
 	if _, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: contract.LabelManaged + "=true"}); err != nil {
 		return nil, b.explain("list pods", err)
+	}
+	if err := checkRuntimeClass(ctx, cs, cfg.RuntimeClass); err != nil {
+		return nil, err
 	}
 	if err := b.ensurePolicy(ctx); err != nil {
 		return nil, err

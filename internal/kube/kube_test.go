@@ -221,6 +221,10 @@ func TestRBAC(t *testing.T) {
 	if b.Namespace() != ns {
 		t.Errorf("namespace %q, want the kubeconfig's %q", b.Namespace(), ns)
 	}
+	// The ClusterRole lets it check the RuntimeClass PYBOX_RUNTIME names.
+	if _, err := kube.New(ctx, kube.Config{Kubeconfig: kubeconfig, RuntimeClass: "no-such-class"}); err == nil || !strings.Contains(err.Error(), `no RuntimeClass "no-such-class"`) {
+		t.Errorf("a RuntimeClass the cluster lacks: %v; want an error naming it", err)
+	}
 	pod, err := b.Create(ctx, runSpec("pybox-run-rbac-1", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +245,7 @@ func TestRBAC(t *testing.T) {
 		{Namespace: server, Verb: "create", Resource: "pods", Subresource: "attach"},
 		{Namespace: "default", Verb: "create", Resource: "pods"},
 		{Verb: "update", Resource: "namespaces", Name: ns},
+		{Verb: "create", Group: "node.k8s.io", Resource: "runtimeclasses"},
 	} {
 		r, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})
 		if err != nil {

@@ -26,6 +26,9 @@ type Manifests struct {
 	Accounts   []*corev1.ServiceAccount
 	Roles      []*rbacv1.Role
 	Bindings   []*rbacv1.RoleBinding
+	// ClusterRoles and ClusterBindings: reading RuntimeClasses, cluster-wide.
+	ClusterRoles    []*rbacv1.ClusterRole
+	ClusterBindings []*rbacv1.ClusterRoleBinding
 }
 
 // ReadManifests reads namespace.yaml and rbac.yaml from dir (the path of
@@ -44,8 +47,8 @@ func ReadManifests(dir string) (Manifests, error) {
 			}
 		}
 	}
-	if len(m.Namespaces) != 2 || len(m.Accounts) != 1 || len(m.Roles) != 1 || len(m.Bindings) != 1 {
-		return m, fmt.Errorf("manifests in %s: want 2 namespaces, a ServiceAccount, a Role and a RoleBinding", dir)
+	if len(m.Namespaces) != 2 || len(m.Accounts) != 1 || len(m.Roles) != 1 || len(m.Bindings) != 1 || len(m.ClusterRoles) != 1 || len(m.ClusterBindings) != 1 {
+		return m, fmt.Errorf("manifests in %s: want 2 namespaces, a ServiceAccount, a Role, a RoleBinding, a ClusterRole and its binding", dir)
 	}
 	return m, nil
 }
@@ -65,6 +68,10 @@ func (m *Manifests) add(doc string) error {
 		target = appendNew(&m.Roles)
 	case "RoleBinding":
 		target = appendNew(&m.Bindings)
+	case "ClusterRole":
+		target = appendNew(&m.ClusterRoles)
+	case "ClusterRoleBinding":
+		target = appendNew(&m.ClusterBindings)
 	default:
 		return fmt.Errorf("unexpected kind %q", kind.Kind)
 	}
@@ -82,7 +89,7 @@ func (m Manifests) SandboxNamespace() string { return m.Roles[0].Namespace }
 
 // ApplyAccounts creates the namespaces and the ServiceAccount (and each
 // namespace's default ServiceAccount, which no controller makes here);
-// ApplyRBAC the Role and its binding. Objects already there are kept.
+// ApplyRBAC the roles and their bindings. Objects already there are kept.
 func (m Manifests) ApplyAccounts(ctx context.Context, cs kubernetes.Interface) error {
 	for _, ns := range m.Namespaces {
 		if err := exists(cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})); err != nil {
@@ -101,8 +108,18 @@ func (m Manifests) ApplyAccounts(ctx context.Context, cs kubernetes.Interface) e
 	return nil
 }
 
-// ApplyRBAC creates the Role and its binding.
+// ApplyRBAC creates the Role, the ClusterRole and their bindings.
 func (m Manifests) ApplyRBAC(ctx context.Context, cs kubernetes.Interface) error {
+	for _, r := range m.ClusterRoles {
+		if err := exists(cs.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{})); err != nil {
+			return err
+		}
+	}
+	for _, b := range m.ClusterBindings {
+		if err := exists(cs.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})); err != nil {
+			return err
+		}
+	}
 	for _, r := range m.Roles {
 		if err := exists(cs.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{})); err != nil {
 			return err

@@ -26,8 +26,9 @@ type Node struct {
 	sock  string
 	procs []proc
 	names nodeNames
-	// Runsc: pods of RuntimeClass RunscClass run under gVisor (the node
-	// found containerd-shim-runsc-v1 and runsc on PATH).
+	// Runsc: pods of RuntimeClass RunscClass run under gVisor through
+	// containerd's runsc shim (the node found containerd-shim-runsc-v1 and
+	// runsc on PATH).
 	Runsc bool
 }
 
@@ -35,9 +36,9 @@ type Node struct {
 // server reaches it as localhost (--kubelet-preferred-address-types=Hostname).
 const NodeName = "localhost"
 
-// RunscClass is the RuntimeClass (handler runsc: gVisor through
-// containerd's shim) a node with Runsc has: pybox with PYBOX_RUNTIME=runsc
-// names it as its pods' runtimeClassName.
+// RunscClass is the RuntimeClass (handler runsc: gVisor) a node with
+// Runsc has: pybox with PYBOX_RUNTIME=runsc names it as its pods'
+// runtimeClassName.
 const RunscClass = "runsc"
 
 // KubeNodeReady says why a node cannot run here, or "".

@@ -77,7 +77,7 @@ state = %q
 		PauseImage, n.path("runc"), runsc, n.path("cni"))
 }
 
-// runscConfig is the gVisor shim's: runsc's state under the node's folder,
+// runscConfig is gVisor's shim's: runsc's state under the node's folder,
 // and the embedded sentry the pinned runsc falls back to (see the README's
 // gVisor section).
 func (n *Node) runscConfig() string {
