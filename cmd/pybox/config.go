@@ -251,7 +251,14 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	warnUnknownEnv(fs.Output(), os.Environ())
-	return c.applyPolicy(fs)
+	if err := c.applyPolicy(fs); err != nil {
+		return err
+	}
+	if c.InstallNet == "bridge" || c.InstallNet == "host" {
+		fmt.Fprintf(fs.Output(), "pybox: warning: install network %q is taken as \"index\": no container gets a network any more; "+
+			"installs reach the index hosts only, through pybox's egress proxy (set index, allowlist or none)\n", c.InstallNet)
+	}
+	return nil
 }
 
 // applyPolicy loads the policy and sets every flag that neither the

@@ -33,3 +33,24 @@ func TestUnknownEnvWarned(t *testing.T) {
 		}
 	}
 }
+
+// TestOldInstallNetworkWarned: the install network's old values (bridge,
+// host) still start, taken as the index, and say so.
+func TestOldInstallNetworkWarned(t *testing.T) {
+	for _, v := range []string{"bridge", "host", "index"} {
+		t.Setenv("PYBOX_INSTALL_NETWORK", v)
+		var out bytes.Buffer
+		c := &config{serving: true}
+		if err := c.parseFlags(newFlags("serve", "pybox serve", &out, c), nil); err != nil {
+			t.Fatal(err)
+		}
+		idx, err := c.index()
+		if err != nil || idx.Network != "index" {
+			t.Errorf("%s: install network %q, %v; want index", v, idx.Network, err)
+		}
+		warned := strings.Contains(out.String(), `install network "`+v+`" is taken as "index"`)
+		if warned != (v != "index") {
+			t.Errorf("%s: warned %v:\n%s", v, warned, out.String())
+		}
+	}
+}
