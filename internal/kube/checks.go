@@ -154,9 +154,9 @@ func (b *Backend) CheckCluster(ctx context.Context, img ProbeImage) Checks {
 	if _, err := io.WriteString(listener, "go\n"); err != nil {
 		return Checks{Err: fmt.Errorf("start the probe's listener: %w", err)}
 	}
-	lines := make(chan string, 4)
-	readers.Go(func() { readLines(listener.Output(), lines, 1) })
-	readers.Go(func() { readLines(client.Output(), lines, 2) })
+	lines := make(chan string, 8)
+	readers.Go(func() { readLines(listener.Output(), lines, 1, "listener") })
+	readers.Go(func() { readLines(client.Output(), lines, 2, "client") })
 	return b.converse(ctx, client, lines)
 }
 
@@ -181,6 +181,9 @@ func (b *Backend) converse(ctx context.Context, client *Attached, lines <-chan s
 			c.NetworkPolicy = !strings.HasPrefix(rest, "connected")
 		case "pids":
 			c.PidsBounded, c.Pids = pidsBound(rest)
+		case "ended": // a probe pod ended before it said all it should (under gVisor, its memory limit stops its threads)
+			c.Err = fmt.Errorf("the probe's %s pod ended before it reported all (network %q, pids %q)", rest, c.Network, c.Pids)
+			return c
 		default: // the listener's address: never loopback, where the client would reach itself
 			if ip := net.ParseIP(line); ip == nil || ip.IsLoopback() {
 				return Checks{Err: fmt.Errorf("the probe's listener gave no pod address: %q", line)}
@@ -207,10 +210,16 @@ func pidsBound(s string) (bool, string) {
 }
 
 // readLines sends up to n lines of r.
-func readLines(r io.Reader, out chan<- string, n int) {
+// A stream that ends before its n lines sends "ended WHO" (out must
+// have room for every reader's n+1 lines: converse may have returned).
+func readLines(r io.Reader, out chan<- string, n int, who string) {
 	sc := bufio.NewScanner(r)
-	for i := 0; i < n && sc.Scan(); i++ {
+	i := 0
+	for ; i < n && sc.Scan(); i++ {
 		out <- sc.Text()
+	}
+	if i < n {
+		out <- "ended " + who
 	}
 	_, _ = io.Copy(io.Discard, r) // until the stream ends
 }
