@@ -174,22 +174,30 @@ func TestPodsCarryTheContract(t *testing.T) {
 	}
 }
 
+// withAccounts applies cmd/pybox/kubernetes's namespaces and accounts to
+// the test cluster.
+func withAccounts(t *testing.T) (*testenv.ControlPlane, kubernetes.Interface, testenv.Manifests) {
+	t.Helper()
+	c := cluster(t)
+	cs := kubernetes.NewForConfigOrDie(c.Admin)
+	m, err := testenv.ReadManifests(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyAccounts(t.Context(), cs); err != nil {
+		t.Fatal(err)
+	}
+	return c, cs, m
+}
+
 // TestRBAC: pybox's account, as cmd/pybox/kubernetes's manifests make it
 // (its own namespace, the Role in the sandboxes' namespace), gets a clear
 // error naming them while it lacks the Role; with it, pybox manages its
 // pods in the sandboxes' namespace, and nothing beyond (secrets, exec,
 // pods in the server's namespace, the server's replicas).
 func TestRBAC(t *testing.T) {
-	c := cluster(t)
-	cs := kubernetes.NewForConfigOrDie(c.Admin)
+	c, cs, m := withAccounts(t)
 	ctx := t.Context()
-	m, err := testenv.ReadManifests(manifests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.ApplyAccounts(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
 	ns, server := m.SandboxNamespace(), m.Accounts[0].Namespace
 	if ns == server {
 		t.Fatalf("the sandboxes' namespace is the server's (%s)", ns)
@@ -264,16 +272,8 @@ func TestRBAC(t *testing.T) {
 // a RuntimeClass) are admitted, and so is the server's pod of
 // deployment.yaml in its own restricted namespace.
 func TestPodSecurity(t *testing.T) {
-	c := cluster(t)
-	cs := kubernetes.NewForConfigOrDie(c.Admin)
+	c, cs, m := withAccounts(t)
 	ctx := t.Context()
-	m, err := testenv.ReadManifests(manifests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.ApplyAccounts(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
 	ns := m.SandboxNamespace()
 	hostile := map[string]func(*corev1.Pod){
 		"privileged": func(p *corev1.Pod) {

@@ -97,16 +97,7 @@ func median(d []time.Duration) time.Duration {
 // find both: the probe pods connected despite the deny-all policy, and
 // one started thousands of threads. Both probe pods are gone afterwards.
 func TestClusterChecks(t *testing.T) {
-	c := withNode(t)
-	cs, ns := namespace(t, c)
-	ctx := t.Context()
-	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{}, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	got := b.CheckCluster(ctx, kube.ProbeImage{Image: nodeImage})
-	t.Logf("checks in %v: %+v", time.Since(start), got)
+	got, _, cs, ns := checkCluster(t, "")
 	if got.Err != nil {
 		t.Fatal(got.Err)
 	}
@@ -127,17 +118,7 @@ func TestClusterChecks(t *testing.T) {
 // checks then end with the pod, naming what they found, instead of
 // waiting out their two minutes (every server start under runsc did).
 func TestClusterChecksEndWithTheirPods(t *testing.T) {
-	c := withNode(t)
-	cs, ns := namespace(t, c)
-	ctx := t.Context()
-	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{}, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	got := b.CheckCluster(ctx, kube.ProbeImage{Image: nodeImage, Runtime: testenv.RunscClass})
-	took := time.Since(start)
-	t.Logf("checks under runsc in %v: %+v", took, got)
+	got, took, cs, ns := checkCluster(t, testenv.RunscClass)
 	if took > time.Minute {
 		t.Errorf("the checks took %v (they wait two minutes for pods that never answer)", took)
 	}
@@ -148,6 +129,23 @@ func TestClusterChecksEndWithTheirPods(t *testing.T) {
 		t.Errorf("pids %q with no error: the test node sets no podPidsLimit", got.Pids)
 	}
 	noProbeLeft(t, cs, ns)
+}
+
+// checkCluster runs the start checks on the test node, their pods under
+// runtime ("" = the node's default), and says how long they took.
+func checkCluster(t *testing.T, runtime string) (kube.Checks, time.Duration, kubernetes.Interface, string) {
+	t.Helper()
+	c := withNode(t)
+	cs, ns := namespace(t, c)
+	b, err := kube.NewWith(t.Context(), cs, c.Admin, kube.Config{}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got := b.CheckCluster(t.Context(), kube.ProbeImage{Image: nodeImage, Runtime: runtime})
+	took := time.Since(start)
+	t.Logf("checks (runtime %q) in %v: %+v", runtime, took, got)
+	return got, took, cs, ns
 }
 
 func noProbeLeft(t *testing.T, cs kubernetes.Interface, ns string) {
