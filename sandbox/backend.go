@@ -67,7 +67,7 @@ func (kubernetes) LossyAtExit() bool { return true }
 
 // ErrNoEgress: the backend cannot give a run the egress proxy.
 var ErrNoEgress = errors.New("this backend (Kubernetes) cannot reach pybox's egress proxy: " +
-	"an egress allowlist needs Docker or Podman (see the README's network section); empty the allowlist to run without network")
+	"an egress allowlist needs Docker or Podman (see docs/packages.md, Network by allowlist); empty the allowlist to run without network")
 
 // noEgress is implemented by backends whose containers cannot reach a
 // unix socket on pybox's host.

@@ -46,7 +46,7 @@ func register(path, runsc string) error {
 	// network none; --host-uds=open lets them connect to a host unix socket
 	// mounted into them, and only that (no bind or create): the egress
 	// proxy's, the only way out of a run with an allowlist (see the
-	// README's gVisor and network sections).
+	// docs/security.md and docs/packages.md).
 	runtimes["runsc"] = map[string]any{
 		"path":        runsc,
 		"runtimeArgs": []string{"--sidecar-usage-policy=LEGACY_DEPRECATED_SLOW_EMBEDDED_FALLBACK", "--network=none", "--host-uds=open"},

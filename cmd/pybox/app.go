@@ -426,10 +426,10 @@ func (c *config) policyRuntime(eng *engine.Client, log *slog.Logger) error {
 		c.Runtime = name
 		log.Info("sandboxes run under the runtime the policy asks for", "policy", c.policy.Name, "runtime", name)
 	case want.Require != "":
-		return fmt.Errorf("policy %s requires the %s runtime, which the Docker daemon does not have (it has %s): install it (see the README's gVisor section) or choose another policy",
+		return fmt.Errorf("policy %s requires the %s runtime, which the Docker daemon does not have (it has %s): install it (see docs/security.md, gVisor) or choose another policy",
 			c.policy.Name, name, strings.Join(v.Runtimes, ", "))
 	default:
-		log.Warn("the policy prefers a runtime the Docker daemon does not have: sandboxes run under its default runtime; install it for a second wall (see the README's gVisor section)",
+		log.Warn("the policy prefers a runtime the Docker daemon does not have: sandboxes run under its default runtime; install it for a second wall (see docs/security.md, gVisor)",
 			"policy", c.policy.Name, "runtime", name, "daemon_runtimes", strings.Join(v.Runtimes, ","))
 	}
 	return nil

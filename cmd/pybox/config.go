@@ -160,7 +160,7 @@ func (c *config) commonSettings() []setting {
 		{"allowed-images", "PYBOX_ALLOWED_IMAGES", "images configure_environment may start from besides pybox's runtime images and --image: full references (name:tag or name@sha256:digest), separated by commas or spaces; never image IDs", str(&c.AllowedImages, "")},
 		{"variant", "PYBOX_VARIANT", "runtime image variant: base or datascience", str(&c.Variant, "base")},
 		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc); default the daemon's", str(&c.Runtime, "")},
-		{"backend", "PYBOX_BACKEND", "where sandboxes run: docker (Docker or Podman) or kubernetes (a pod each; see the README's Kubernetes section)", str(&c.Backend, "docker")},
+		{"backend", "PYBOX_BACKEND", "where sandboxes run: docker (Docker or Podman) or kubernetes (a pod each; see docs/kubernetes.md)", str(&c.Backend, "docker")},
 		{"k8s-namespace", "PYBOX_K8S_NAMESPACE", "namespace of the sandbox pods with --backend kubernetes; default the kubeconfig's (in a pod: its own)", str(&c.K8sNamespace, "")},
 		{"k8s-accept-unenforced", "PYBOX_K8S_ACCEPT_UNENFORCED", "with --backend kubernetes, the start checks a cluster may fail and pybox still serves, separated by commas: networkpolicy (the deny-all NetworkPolicy is not enforced: sandboxes reach each other), pids (pods have no processes bound); default none: pybox refuses to start", str(&c.K8sAccept, "")},
 		{"kubeconfig", "KUBECONFIG", "kubeconfig file for --backend kubernetes; default the in-cluster config in a pod, else ~/.kube/config", str(&c.Kubeconfig, "")},

@@ -120,7 +120,7 @@ func (d *doctor) engine(ch engine.Choice) {
 // again, under runsc. Its absence is no failure (runc is the default).
 func (d *doctor) gvisor(ctx context.Context, a *app, runtimes []string) {
 	if !slices.Contains(runtimes, "runsc") {
-		d.line(true, "gvisor", "runsc is not registered with the daemon (optional second wall: see the README's gVisor section to install it)")
+		d.line(true, "gvisor", "runsc is not registered with the daemon (optional second wall: see docs/security.md, gVisor, to install it)")
 		return
 	}
 	if a.cfg.Runtime == "runsc" {

@@ -78,8 +78,8 @@ state = %q
 }
 
 // runscConfig is gVisor's shim's: runsc's state under the node's folder,
-// and the embedded sentry the pinned runsc falls back to (see the README's
-// gVisor section).
+// and the embedded sentry the pinned runsc falls back to (see
+// docs/security.md, gVisor).
 func (n *Node) runscConfig() string {
 	return fmt.Sprintf(`root = %q
 [runsc_config]
