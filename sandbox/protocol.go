@@ -27,6 +27,7 @@ type request struct {
 	Nonce     string         `json:"nonce"`
 	File      string         `json:"file,omitempty"`
 	Code      *string        `json:"code,omitempty"` // kernel: the program; once: written to File first
+	Text      *[]byte        `json:"text,omitempty"` // once: File's content, run under its name without opening it
 	Filename  string         `json:"filename,omitempty"`
 	Stdin     *string        `json:"stdin"`          // nil: /dev/null (once) or empty (kernel)
 	Args      []string       `json:"args,omitempty"` // sys.argv[1:]
@@ -43,6 +44,16 @@ type request struct {
 	// container after its verdict instead of exiting at once (backends
 	// whose stream drops a container's last output when it exits).
 	Linger bool `json:"linger,omitempty"`
+}
+
+// bytesOf is s's bytes (raw: the JSON carries them as base64, so a file
+// that is not UTF-8 arrives as it was read); nil stays nil.
+func bytesOf(s *string) *[]byte {
+	if s == nil {
+		return nil
+	}
+	b := []byte(*s)
+	return &b
 }
 
 // runnerCap is the request's Cap under l: one byte past the output cap,

@@ -217,6 +217,11 @@ type Program struct {
 	// the container's /workspace is a private tmpfs of the workspace quota's
 	// size (pybox eval: nothing on the host, warm containers fit any run).
 	Source *string
+	// Text, when set, is File's content as the caller read and checked it
+	// (its guard saw these bytes): the runner runs them under File's name
+	// and never opens File, so a program running beside cannot swap what
+	// runs (new content, a symlink) between the check and the run.
+	Text *string
 	// Variables are bound as the program's globals before it runs (JSON
 	// values as Python values).
 	Variables map[string]any
@@ -358,7 +363,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, error) {
 	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stdout")}
 	stderr := &capBuffer{max: s.cfg.Limits.OutputBytes, onWrite: streamHook(p.OnOutput, "stderr")}
-	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools), Cap: runnerCap(s.cfg.Limits)}
+	req := request{Nonce: newNonce(), File: WorkspaceMount + "/" + p.File, Code: p.Source, Text: bytesOf(p.Text), Stdin: p.Stdin, Args: p.Args, Test: p.Test, Guard: p.Guard.request(), Variables: p.Variables, Tools: toolNames(p.Tools), Cap: runnerCap(s.cfg.Limits)}
 	if l, ok := s.eng.(lossyAtExit); ok {
 		req.Linger = l.LossyAtExit()
 	}

@@ -13,7 +13,7 @@ var executeCodeFileTool = &mcp.Tool{
 	Description: "Run a Python file from code storage in a fresh, isolated container (or, with session_id, in that " +
 		"stateful session), exactly like execute_code, " +
 		"and return stdout, stderr and the exit status. file_path is absolute under the code-storage directory, " +
-		"relative to it, or the path the file has in the sandbox (/workspace/x.py, as tracebacks show it); symlinks and special files are refused.",
+		"relative to it, or the path the file has in the sandbox (/workspace/x.py, as tracebacks show it); symlinks and special files are refused; what runs is the file as it was when the call read it.",
 	Annotations: &mcp.ToolAnnotations{Title: "Run a code file", OpenWorldHint: new(bool)},
 }
 
@@ -38,27 +38,22 @@ func (h *handlers) runFile(ctx context.Context, req *mcp.CallToolRequest, in Exe
 	if err != nil {
 		return nil, ExecutionOutput{}, err
 	}
-	if err := h.regular(ctx, in.FilePath, rel); err != nil {
+	// The file is read once, here, through the storage root (no symlink,
+	// regular files only, checked on the opened file), and its bytes are
+	// what the guardrails see and what runs: the container never opens the
+	// path, so a program running beside cannot swap the file meanwhile.
+	code, cut, err := h.cfg.Storage.Read(rel, int64(h.cfg.MaxFileBytes))
+	if err != nil {
+		return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, err)
+	}
+	if cut {
+		return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, storage.ErrTooLarge)
+	}
+	if err := h.guard(string(code)); err != nil {
 		return nil, ExecutionOutput{}, err
 	}
 	// In a session the file is not mounted: tracebacks show its path in code storage.
-	r := runRequest{req: req, saved: &saved{file: rel, host: h.cfg.Storage.Abs(rel), shown: rel},
+	r := runRequest{req: req, saved: &saved{file: rel, host: h.cfg.Storage.Abs(rel), shown: rel}, code: string(code),
 		session: in.SessionID, input: in.Input, timeoutS: in.TimeoutS, args: args}
-	// A session's container sees only its own folder, and a scratch run
-	// none, so they get the code itself; the policy's guardrails need to
-	// see it too.
-	if in.SessionID != "" || h.cfg.Scratch || h.cfg.Guard != nil || h.cfg.GuardRules != nil {
-		code, cut, err := h.cfg.Storage.Read(rel, int64(h.cfg.MaxFileBytes))
-		if err != nil {
-			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, err)
-		}
-		if cut {
-			return nil, ExecutionOutput{}, h.fileError(ctx, "read the file", in.FilePath, storage.ErrTooLarge)
-		}
-		if err := h.guard(string(code)); err != nil {
-			return nil, ExecutionOutput{}, err
-		}
-		r.code = string(code)
-	}
 	return h.run(ctx, r)
 }

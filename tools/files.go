@@ -49,19 +49,6 @@ func (h *handlers) rel(p string) (string, error) {
 	return rel, err
 }
 
-// regular fails unless rel names a regular file; a final symlink is
-// refused, not followed, even if it points inside code storage.
-func (h *handlers) regular(ctx context.Context, filePath, rel string) error {
-	fi, err := h.cfg.Storage.Stat(rel)
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s: %w", rel, storage.ErrNotFile)
-	}
-	if err != nil {
-		return h.fileError(ctx, "inspect the file", filePath, err)
-	}
-	return nil
-}
-
 // fileError maps a storage failure on filePath to a tool error the model
 // can act on; anything unexpected is logged and reported with an id.
 func (h *handlers) fileError(ctx context.Context, what, filePath string, err error) error {

@@ -157,6 +157,8 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 			File: r.saved.file, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools}
 		if h.cfg.Scratch { // the program travels with the request; its workspace is its own
 			p.Workspace, p.Source = "", &r.code
+		} else { // what runs is the code checked, not what the path holds by then
+			p.Text = &r.code
 		}
 		res, err := h.cfg.Sandbox.Run(ctx, p)
 		return res, h.runOutputs(ctx, res.Outputs, h.cfg.Storage, nil), err

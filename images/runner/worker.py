@@ -9,6 +9,7 @@ after non-daemon threads and atexit handlers, as under python); in `kernel`
 mode the worker reports each program's status on its control pipe.
 """
 import atexit
+import base64
 import gc
 import importlib.machinery
 import io
@@ -254,12 +255,18 @@ def run_once(requests, ctl, channel):
         except OSError as e:
             print("pybox: could not write the program to %s: %s" % (path, e), file=sys.stderr)
             return 2
+    init = req.get("variables") or None  # bound as globals before the program runs
+    if req.get("text") is not None:  # the file as pybox read and checked it: path is only its name
+        data = base64.b64decode(req["text"])
+        if is_zip(data):
+            return finish_once(guarded(lambda: runpy.run_path(private_copy(data), init_globals=init, run_name="__main__"), path, outputs), None)
+        main = main_module(path, init)
+        return finish_once(guarded(lambda: exec_bytes(data, path, main), path, outputs), main)
     if not os.path.isfile(path):
         print("python: can't open file %r: [Errno 2] No such file or directory" % path, file=sys.stderr)
         return 2
     if req.get("test") is not None:
         return run_tested(path, req["test"], outputs, ctl, attest)
-    init = req.get("variables") or None  # bound as globals before the program runs
     if pkgutil.get_importer(path) is not None:  # a zip archive or a folder with a __main__.py
         return finish_once(guarded(lambda: runpy.run_path(path, init_globals=init, run_name="__main__"), path, outputs), None)
     main = main_module(path, init)
@@ -282,14 +289,35 @@ def main_module(path, init=None):
 def exec_file(path, main):
     """Run the file at path (source, or compiled as python runs a .pyc) in main."""
     with io.open_code(path) as f:
-        code = pkgutil.read_code(f)
+        data = f.read()
+    exec_bytes(data, path, main)
+
+
+def exec_bytes(data, path, main):
+    """Run data, the content of the file at path (source, or compiled as
+    python runs a .pyc), in main, without opening path."""
+    code = pkgutil.read_code(io.BytesIO(data))
     loader = importlib.machinery.SourcelessFileLoader
     if code is None:
-        with io.open_code(path) as f:
-            code = compile(f.read(), path, "exec", dont_inherit=True)
+        code = compile(data, path, "exec", dont_inherit=True)
         loader = importlib.machinery.SourceFileLoader
     main.__loader__ = loader("__main__", path)
     exec(code, main.__dict__)
+
+
+def is_zip(data):
+    """Whether data is a zip archive (python runs one's __main__.py): its
+    end-of-central-directory record is in its last 64 KiB."""
+    return b"PK\x05\x06" in data[-(65536 + 22):]
+
+
+def private_copy(data):
+    """A new file in the container's own /tmp holding data, for runpy."""
+    path = "/tmp/pybox-main-%s.pyz" % os.urandom(8).hex()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
 
 
 WRITABLE = (io.BufferedWriter, io.BufferedRandom, io.BufferedRWPair, io.TextIOWrapper)
