@@ -104,6 +104,7 @@ func TestManyLargeCallsAreRefusedCheaply(t *testing.T) {
 // stops, every container goes, and the server exits (the old server kept
 // itself and 3 containers alive as long as the client lived).
 func TestStalledClientDoesNotHoldContainers(t *testing.T) {
+	parallelTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	storage := t.TempDir()
@@ -151,6 +152,7 @@ func TestStalledClientDoesNotHoldContainers(t *testing.T) {
 // to stderr adds nothing to the log (the old server logged 64 MiB), and a
 // program provoking the same warning call after call is rate-limited.
 func TestSandboxCannotFloodTheLog(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	flood := "import os, sys\nchunk = 'e' * (1 << 20)\nfor _ in range(30):\n    sys.stderr.write(chunk)\n    os.write(2, chunk.encode())\nprint('done')"
 	out, res := s.exec(map[string]any{"code": flood, "session_id": "loud", "timeout_s": 120})

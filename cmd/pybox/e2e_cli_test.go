@@ -47,6 +47,7 @@ func writeProgram(t *testing.T, code string) string {
 
 // TestRunExitCodes: `pybox run` passes the program's streams and exit status through.
 func TestRunExitCodes(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	answers := filepath.Join(t.TempDir(), "answers.txt")
 	os.WriteFile(answers, []byte("42\n"), 0o644)
@@ -81,6 +82,7 @@ func TestRunExitCodes(t *testing.T) {
 
 // TestRunJSON: --json prints a machine-readable verdict.
 func TestRunJSON(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	stdout, _, code := runBinary(t, "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(4)", "run", "--json", "-")
 	var v verdict
@@ -94,6 +96,7 @@ func TestRunJSON(t *testing.T) {
 
 // TestDoctorHealthy: on this host every check passes.
 func TestDoctorHealthy(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	stdout, stderr, code := runBinary(t, "", "doctor")
 	if code != 0 || strings.Contains(stdout, "FAIL") {
@@ -130,6 +133,7 @@ func createLabelled(t *testing.T, eng *engine.Client, name string, labels map[st
 // --version` prints the version, and `pybox serve --help` still gives
 // serve's flags.
 func TestHelpAndVersion(t *testing.T) {
+	parallelTest(t)
 	for _, arg := range []string{"--help", "-h"} {
 		stdout, _, code := runBinary(t, "", arg)
 		if code != 0 || !strings.Contains(stdout, "pybox doctor") || !strings.Contains(stdout, "pybox run") {

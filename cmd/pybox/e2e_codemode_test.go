@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,15 +16,36 @@ import (
 	"github.com/pybox-dev/pybox/tools"
 )
 
+// echoServerBuild is the echo test server's binary, built once per run
+// (beside pyboxBin) by the first test that needs it.
+var echoServerBuild struct {
+	once sync.Once
+	bin  string
+	out  []byte
+	err  error
+}
+
+// echoServer returns the echo test server's binary, building it the first
+// time (skipped under -short, as the Docker tests that use it are).
+func echoServer(t *testing.T) string {
+	t.Helper()
+	testenv.SkipShort(t, "the Docker daemon") // before the build
+	b := &echoServerBuild
+	b.once.Do(func() {
+		b.bin = filepath.Join(filepath.Dir(pyboxBin), "echoserver")
+		b.out, b.err = exec.Command("go", "build", "-o", b.bin, "../../internal/downstream/testdata/echoserver").CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("build the echo server: %v\n%s", b.err, b.out)
+	}
+	return b.bin
+}
+
 // codeModeServer starts pybox with the echo test server as a downstream
 // MCP server (and policy, when given).
 func codeModeServer(t *testing.T, env ...string) *server {
 	t.Helper()
-	testenv.SkipShort(t, "the Docker daemon") // before the build of the echo server
-	bin := filepath.Join(t.TempDir(), "echoserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/downstream/testdata/echoserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the echo server: %v\n%s", err, out)
-	}
+	bin := echoServer(t)
 	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
 	b, _ := json.Marshal(map[string]any{"servers": map[string]any{"echo": map[string]any{"command": bin, "description": "test tools"}}})
 	os.WriteFile(cfg, b, 0o644)
@@ -37,6 +59,7 @@ func codeModeServer(t *testing.T, env ...string) *server {
 // crashed server is started again and a hung call ends at its timeout
 // while the run goes on; list_mcp_tools gives stubs.
 func TestCodeMode(t *testing.T) {
+	parallelTest(t)
 	s := codeModeServer(t)
 	prog := `from pybox_tools import tools, call_mcp_tool, list_mcp_tools, AVAILABLE_MCP_TOOLS, MCPToolError
 import socket
@@ -101,6 +124,7 @@ print("done")
 // (MCPToolError), hides them from list_mcp_tools, and calls per run are
 // bounded.
 func TestCodeModePolicy(t *testing.T) {
+	parallelTest(t)
 	policy := filepath.Join(t.TempDir(), "p.json")
 	os.WriteFile(policy, []byte(`{"name": "p", "mcp_tools": ["echo.echo"]}`), 0o644)
 	s := codeModeServer(t, "PYBOX_POLICY="+policy, "PYBOX_MCP_MAX_CALLS=3")
@@ -131,6 +155,7 @@ for i in range(3):
 // execute_code lists a folder, reads a file, transforms it and writes the
 // result through the server; the same in a session.
 func TestCodeModeFilesystemServer(t *testing.T) {
+	parallelTest(t)
 	fsServer := ciTool(t, "PYBOX_FS_SERVER", "the npm MCP filesystem server")
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "notes.txt"), []byte("alpha\nbeta\n"), 0o644)
@@ -172,6 +197,7 @@ print(names)
 // HTTP, with headers): here another pybox over HTTP, whose execute_code
 // the sandboxed program calls.
 func TestCodeModeHTTPServer(t *testing.T) {
+	parallelTest(t)
 	remote := startHTTP(t, false)
 	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
 	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"remote": map[string]any{
@@ -189,6 +215,7 @@ func TestCodeModeHTTPServer(t *testing.T) {
 // reads a reply is ended with a note, the server's memory stays bounded
 // (the old server grew from 33 MiB to 2.2 GiB), and it still serves.
 func TestCodeModeCallFlood(t *testing.T) {
+	parallelTest(t)
 	s := codeModeServer(t, "PYBOX_POLICY=strict")
 	flood := `from pybox_tools import call_mcp_tool
 cells = dict(zip(call_mcp_tool.__code__.co_freevars, [c.cell_contents for c in call_mcp_tool.__closure__]))
@@ -219,11 +246,8 @@ while True:
 // query) or headers; a command server gets a minimal environment plus its
 // own env, not pybox's (keys, PYBOX_* settings, the code storage folder).
 func TestCodeModeSecrets(t *testing.T) {
-	testenv.SkipShort(t, "the Docker daemon")
-	bin := filepath.Join(t.TempDir(), "echoserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/downstream/testdata/echoserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the echo server: %v\n%s", err, out)
-	}
+	parallelTest(t)
+	bin := echoServer(t)
 	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
 	b, _ := json.Marshal(map[string]any{"servers": map[string]any{
 		"echo": map[string]any{"command": bin, "env": map[string]string{"OWN_SETTING": "mine"}},

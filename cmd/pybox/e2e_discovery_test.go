@@ -69,6 +69,7 @@ func output(t *testing.T, cmd *exec.Cmd) (string, int) {
 // whose endpoint is the daemon's socket at another path; doctor says so
 // and its self-test runs there.
 func TestDiscoveryCLIContext(t *testing.T) {
+	parallelTest(t)
 	dir := t.TempDir()
 	sock := placeholder(t, filepath.Join(dir, "engine", "docker.sock"))
 	cfg := filepath.Join(dir, "dockercfg")
@@ -89,6 +90,7 @@ func TestDiscoveryCLIContext(t *testing.T) {
 // no setting at all, pybox finds the daemon at Docker Desktop's socket,
 // ~/.docker/run/docker.sock, and runs a program there.
 func TestDiscoveryDockerDesktopSocket(t *testing.T) {
+	parallelTest(t)
 	home := t.TempDir()
 	sock := placeholder(t, filepath.Join(home, ".docker", "run", "docker.sock"))
 	cmd := hiddenDocker(t, []string{sock}, []string{"HOME=" + home}, "run", "-")
@@ -105,6 +107,7 @@ func TestDiscoveryDockerDesktopSocket(t *testing.T) {
 // TestDiscoveryNoEngine: with no engine anywhere, doctor and the tools
 // answer with the same list of every place pybox looked, and what to do.
 func TestDiscoveryNoEngine(t *testing.T) {
+	parallelTest(t)
 	home := t.TempDir()
 	places := []string{"1. DOCKER_HOST: not set", "2. DOCKER_CONTEXT: not set", "3. the docker CLI's current context: default (none set)",
 		"Docker Desktop unix://" + home + "/.docker/run/docker.sock: no such socket", "Colima unix://", "OrbStack unix://",

@@ -21,6 +21,7 @@ import (
 // takes the container path its tracebacks show (/workspace/x.py), and
 // configure_environment takes uv_venv_path.
 func TestMCPCodeExecutorCallsWorkUnchanged(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_TOOLSET=mcp-code-executor")
 	made := decode[tools.FileOutput](t, s.call("initialize_code_file", map[string]any{"content": "print('from the file')", "filename": "job"}))
 	name := filepath.Base(made.FilePath)
@@ -130,6 +131,7 @@ func TestFailedPreinstallDoesNotBlock(t *testing.T) {
 // write_file made is what execute_python reads, what the program writes
 // read_file finds, and variables persist between calls.
 func TestMCPExecutorOneWorkspace(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_TOOLSET=mcp-executor")
 	if res := s.call("write_file", map[string]any{"path": "data.csv", "content": "a,b\n1,2\n"}); res.IsError {
 		t.Fatalf("write_file: %s", text(res))
@@ -177,6 +179,7 @@ func TestHostVenvAndCondaSettings(t *testing.T) {
 // programs run as its owner, and the files they and the file tools make
 // are the owner's.
 func TestStorageOfARegularUserStaysTheirs(t *testing.T) {
+	parallelTest(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}

@@ -21,6 +21,7 @@ import (
 // 127.0.0.1, mapped by the test-only resolver and explicitly allowed),
 // is refused another, and the result carries the proxy's network line.
 func TestEgressThroughServer(t *testing.T) {
+	parallelTest(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) }))
 	defer up.Close()
 	port := up.URL[strings.LastIndexByte(up.URL, ':')+1:]
@@ -48,6 +49,7 @@ except Exception as e:
 // PYBOX_TENANT_EGRESS) lets it reach api.test, tenant b (not listed, no
 // server-wide list) has no network at all; /metrics counts a's traffic.
 func TestEgressPerTenant(t *testing.T) {
+	parallelTest(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) }))
 	defer up.Close()
 	port := up.URL[strings.LastIndexByte(up.URL, ':')+1:]

@@ -190,6 +190,7 @@ func readJSONL(t *testing.T, path string) []map[string]any {
 // and under runsc; gzip input; Ctrl-C, then a resume, completes the
 // results file.
 func TestEvalHumanEval(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	problems, samples := heFixture()
 	const timeout = 5 * time.Second
@@ -295,8 +296,12 @@ func checkHumanEvalResults(t *testing.T, label string, got, samples []map[string
 // Each case runs in a fresh sandbox: a file left by one case is not there
 // for the next.
 func TestEvalMBPPAndCases(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
-	const timeout = 5 * time.Second
+	// Wide: the oom case zero-fills 600 MiB before its 512 MiB limit kills
+	// it, which took more than 5 s of a loaded machine's time (its verdict
+	// was timeout, not oom).
+	const timeout = 20 * time.Second
 	mbpp := []map[string]any{
 		{"task_id": 1, "text": "Add.", "code": "def add(a, b):\n    return a + b", "test_list": []string{"assert add(1, 2) == 3", "assert add(0, 0) == 0"}, "test_setup_code": ""},
 		{"task_id": 2, "text": "Root.", "code": "def root(x):\n    return x ** 0.5", "test_list": []string{"assert math.isclose(root(9), 3)"}, "test_setup_code": "import math"},

@@ -200,6 +200,7 @@ func TestEvalDeterministic(t *testing.T) {
 // done are not run again, and the file ends with every result once, in
 // input order. Another batch's results file is refused.
 func TestEvalResume(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	dir := t.TempDir()
 	in := filepath.Join(dir, "samples.jsonl")
@@ -261,6 +262,7 @@ func TestEvalResume(t *testing.T) {
 // container removed, the results file holds whole results only, in input
 // order, and running the same command again completes it.
 func TestEvalInterrupted(t *testing.T) {
+	parallelTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	dir := t.TempDir()
@@ -312,6 +314,7 @@ func TestEvalInterrupted(t *testing.T) {
 // TestEvalBadInput: input that is not a batch gets exit 2 and names its
 // line, before anything runs; pybox failing to run anything is 125.
 func TestEvalBadInput(t *testing.T) {
+	parallelTest(t)
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, input, want string
@@ -469,6 +472,7 @@ func TestEvalRequirements(t *testing.T) {
 // once the daemon is back the same command completes the batch with
 // nothing left behind.
 func TestEvalDaemonLost(t *testing.T) {
+	parallelTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	px := testenv.NewDaemonProxy(t)

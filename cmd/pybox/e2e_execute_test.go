@@ -12,7 +12,10 @@ import (
 )
 
 // TestExecuteCode covers ordinary programs: output, exit codes, exceptions and stdin.
-func TestExecuteCode(t *testing.T) { eachRuntime(t, testExecuteCode) }
+func TestExecuteCode(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testExecuteCode)
+}
 
 func testExecuteCode(t *testing.T) {
 	s := startServer(t)
@@ -52,7 +55,10 @@ func testExecuteCode(t *testing.T) {
 }
 
 // TestExceptionTraceback shows the user's own file and line, not the runner's.
-func TestExceptionTraceback(t *testing.T) { eachRuntime(t, testExceptionTraceback) }
+func TestExceptionTraceback(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testExceptionTraceback)
+}
 
 func testExceptionTraceback(t *testing.T) {
 	s := startServer(t)
@@ -67,7 +73,10 @@ func testExceptionTraceback(t *testing.T) {
 
 // TestTimeoutKillsContainer: a runaway program is killed at its deadline,
 // reported as a tool error, and its container is gone.
-func TestTimeoutKillsContainer(t *testing.T) { eachRuntime(t, testTimeoutKillsContainer) }
+func TestTimeoutKillsContainer(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testTimeoutKillsContainer)
+}
 
 func testTimeoutKillsContainer(t *testing.T) {
 	s := startServer(t)
@@ -86,7 +95,10 @@ func testTimeoutKillsContainer(t *testing.T) {
 }
 
 // TestOutputFlood: output beyond the cap is cut and flagged, not fatal.
-func TestOutputFlood(t *testing.T) { eachRuntime(t, testOutputFlood) }
+func TestOutputFlood(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testOutputFlood)
+}
 
 func testOutputFlood(t *testing.T) {
 	s := startServer(t, "PYBOX_OUTPUT_LIMIT=64k")
@@ -101,7 +113,10 @@ func testOutputFlood(t *testing.T) {
 }
 
 // TestMemoryBomb: exceeding the memory limit is an OOM result, and the server goes on.
-func TestMemoryBomb(t *testing.T) { eachRuntime(t, testMemoryBomb) }
+func TestMemoryBomb(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testMemoryBomb)
+}
 
 func testMemoryBomb(t *testing.T) {
 	s := startServer(t, "PYBOX_MEMORY=128m")
@@ -115,7 +130,10 @@ func testMemoryBomb(t *testing.T) {
 }
 
 // TestForkBomb: the pids limit contains a fork bomb and the next call works.
-func TestForkBomb(t *testing.T) { eachRuntime(t, testForkBomb) }
+func TestForkBomb(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testForkBomb)
+}
 
 func testForkBomb(t *testing.T) {
 	s := startServer(t)
@@ -182,7 +200,10 @@ type isolation struct {
 }
 
 // TestIsolation: no network, not root, read-only root, no host environment.
-func TestIsolation(t *testing.T) { eachRuntime(t, testIsolation) }
+func TestIsolation(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testIsolation)
+}
 
 func testIsolation(t *testing.T) {
 	s := startServer(t, "PYBOX_E2E_SECRET=hunter2-do-not-leak")
@@ -229,7 +250,10 @@ func testIsolation(t *testing.T) {
 }
 
 // TestParallelCalls: six concurrent calls each get their own correct result.
-func TestParallelCalls(t *testing.T) { eachRuntime(t, testParallelCalls) }
+func TestParallelCalls(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testParallelCalls)
+}
 
 func testParallelCalls(t *testing.T) {
 	s := startServer(t)
@@ -258,6 +282,7 @@ func testParallelCalls(t *testing.T) {
 
 // TestBadArguments: invalid input is a clear tool error and harms nothing.
 func TestBadArguments(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_MAX_CODE_SIZE=1k")
 	tests := []struct {
 		name string
@@ -297,6 +322,7 @@ func TestBadArguments(t *testing.T) {
 // values as Python values, in fresh runs and in sessions; a name Python
 // cannot bind is refused.
 func TestExecuteVariables(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	vars := map[string]any{"n": 3, "items": []any{1, "two", nil}, "cfg": map[string]any{"on": true, "ratio": 0.5}}
 	code := "print(n + len(items), items[2] is None, cfg['on'], cfg['ratio'] * 2, __name__)"

@@ -46,6 +46,7 @@ func TestBusy(t *testing.T) {
 // answers every run with a clear tool error; `pybox run` exits 125 and
 // doctor names the fix.
 func TestDockerUnreachable(t *testing.T) {
+	parallelTest(t)
 	const noDaemon = "DOCKER_HOST=unix:///nonexistent/docker.sock"
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybox-e2e", Version: "test"}, nil)
 	cmd := exec.Command(pyboxBin, "serve")
@@ -85,6 +86,7 @@ func TestDockerUnreachable(t *testing.T) {
 // A user who may not use the Docker socket is told so, and how to fix it,
 // not to start a daemon that is running.
 func TestDockerPermissionDenied(t *testing.T) {
+	parallelTest(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run pybox as another user")
 	}

@@ -25,6 +25,7 @@ import (
 // server goes on, the next call works, and no container is left behind,
 // including those pybox could not remove while the daemon was away.
 func TestDaemonRestartWhileRunning(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	px := testenv.NewDaemonProxy(t)
 	s := startServer(t, "DOCKER_HOST="+px.Host)
@@ -89,6 +90,7 @@ func TestDaemonRestartWhileRunning(t *testing.T) {
 // The daemon is down when the server starts and comes up later: calls
 // fail clearly meanwhile, and work once it is there.
 func TestDaemonDownAtStart(t *testing.T) {
+	parallelTest(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	px := testenv.NewDaemonProxy(t)
 	px.Stop()

@@ -46,6 +46,7 @@ func (s *server) fileRefused(name string, args map[string]any, want string) {
 // initialize_code_file and 20 append_to_code_file calls, reads it back
 // and runs it with execute_code_file.
 func TestCodeFileBigProgram(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	want := "import atexit\ntotal = 0\natexit.register(lambda: print(total))\n"
 	made := decode[tools.FileOutput](t, s.fileOK("initialize_code_file", map[string]any{"content": want, "filename": "big"}))
@@ -82,6 +83,7 @@ func TestCodeFileBigProgram(t *testing.T) {
 
 // TestCodeFileTools: missing files, stdin, timeouts and truncated reads.
 func TestCodeFileTools(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_MAX_CODE_SIZE=1k")
 	s.fileRefused("append_to_code_file", map[string]any{"file_path": "nope.py", "content": "x = 1\n"}, "file not found: nope.py; create it with initialize_code_file")
 	if _, err := os.Lstat(filepath.Join(s.storage, "nope.py")); !os.IsNotExist(err) {
@@ -112,6 +114,7 @@ func TestCodeFileTools(t *testing.T) {
 // tool error from every file tool; the host is untouched and the server
 // still serves.
 func TestCodeFileAttacks(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	watch := watchHost(t, "target.py", "/tmp/x.py")
 	outside, target := watch.Outside, watch.Target

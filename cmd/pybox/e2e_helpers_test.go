@@ -151,11 +151,19 @@ func eachRuntime(t *testing.T, f func(t *testing.T)) {
 
 // longTest marks t as one of the long end-to-end tests (up to a minute
 // or two, waiting mostly on containers, timers or a test node more than on
-// the CPU): they run in parallel with each other (longTests at once, see
-// raiseParallel), after the package's other tests. A
-// long test changes nothing that other tests see: no daemon-wide setting,
-// fixed name or port, or variable of this process's environment.
-func longTest(t *testing.T) { t.Parallel() }
+// the CPU). It is a parallelTest; the name says why it must be one.
+func longTest(t *testing.T) { parallelTest(t) }
+
+// parallelTest marks t as an end-to-end test that runs in parallel with the
+// other parallel tests (longTests at once, see raiseParallel), after the
+// package's serial tests: its servers, folders and containers are its own.
+// A parallel test changes nothing that other tests see: no daemon-wide
+// setting, fixed name or port, variable of this process's environment or
+// package layer (it holds no testenv.LockLayerCache: a test that does waits
+// for the lock, so it stays serial), and it does not count or remove what
+// it did not make. Nor does it bound a wall time tightly: beside the others
+// an action takes longer.
+func parallelTest(t *testing.T) { t.Parallel() }
 
 // startServer starts the real binary over stdio with extra environment
 // variables and connects the MCP Go SDK client to it. At cleanup it closes

@@ -48,7 +48,10 @@ attempt("fill_tmp", fill)
 // TestHostileBattery: escapes fail, resource abuse is contained, and after
 // it all the server still serves, no container is left and the runtime
 // image is unchanged.
-func TestHostileBattery(t *testing.T) { eachRuntime(t, hostileBattery) }
+func TestHostileBattery(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, hostileBattery)
+}
 
 // hostileBattery is TestHostileBattery under one runtime.
 func hostileBattery(t *testing.T) {
@@ -83,6 +86,7 @@ func hostileBattery(t *testing.T) {
 // TestContainerKilledFromOutside: a run whose container dies under it
 // (here: killed through the daemon) is a result, not a hang or a crash.
 func TestContainerKilledFromOutside(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	done := make(chan string, 1)
 	go func() {
@@ -137,6 +141,7 @@ func rawServer(t *testing.T) (*exec.Cmd, io.WriteCloser, io.Reader) {
 // TestProtocolGarbage: lines that are not JSON-RPC do not stop the server;
 // a proper request afterwards is answered.
 func TestProtocolGarbage(t *testing.T) {
+	parallelTest(t)
 	cmd, stdin, stdout := rawServer(t)
 	garbage := "not json at all\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\n" + strings.Repeat("x", 1<<20) + "\n[]\n{}\n"
 	go func() { io.WriteString(stdin, garbage+rawInit) }()
@@ -172,6 +177,7 @@ func TestProtocolGarbage(t *testing.T) {
 // TestBatchLineGetsAnError: a JSON-RPC batch (which MCP no longer has) gets
 // an error for each request in it, and the server goes on serving.
 func TestBatchLineGetsAnError(t *testing.T) {
+	parallelTest(t)
 	cmd, stdin, stdout := rawServer(t)
 	batch := `[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"nine","method":"ping"}]` + "\n"
 	go func() { io.WriteString(stdin, batch+rawInit) }()

@@ -24,6 +24,7 @@ import (
 // PYBOX_HTTP_IDLE_TIMEOUT, its descriptors stay bounded, and /healthz
 // still answers another address. The same holds for the metrics listener.
 func TestHTTPConnectionBounds(t *testing.T) {
+	parallelTest(t)
 	metricsAddr := freeAddr(t)
 	h := startHTTP(t, false, "PYBOX_MAX_CONNECTIONS_PER_CLIENT=16", "PYBOX_HTTP_IDLE_TIMEOUT=2s", "PYBOX_METRICS_ADDR="+metricsAddr)
 	pid := h.cmd.Process.Pid
@@ -156,6 +157,7 @@ func freeAddr(t *testing.T) string {
 // server's memory stays flat; another tenant still connects; closing a
 // session makes room again.
 func TestHTTPSessionBounds(t *testing.T) {
+	parallelTest(t)
 	h := startHTTP(t, false, "PYBOX_MAX_MCP_SESSIONS=8")
 	pid := h.cmd.Process.Pid
 	_, _, rss0 := procStats(t, pid)

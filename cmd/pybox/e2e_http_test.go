@@ -188,6 +188,7 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 // TestHTTPAuth: without a token or with a wrong one, 401; a foreign
 // Origin, 403; another tenant's MCP session id, 404; the right token works.
 func TestHTTPAuth(t *testing.T) {
+	parallelTest(t)
 	h := startHTTP(t, false)
 	for _, tc := range []struct {
 		name, token, origin string
@@ -389,6 +390,7 @@ func TestHTTPConcurrentClients(t *testing.T) {
 // there are tokens); SIGTERM lets a call in flight finish, then exits with
 // nothing left behind.
 func TestHTTPServing(t *testing.T) {
+	parallelTest(t)
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	metricsAddr := ln.Addr().String()
 	ln.Close()
@@ -473,6 +475,7 @@ func TestHTTPServing(t *testing.T) {
 // TestHTTPRefusesOpenWithoutTokens: a non-loopback address without tokens
 // refuses to start, naming the way out.
 func TestHTTPRefusesOpenWithoutTokens(t *testing.T) {
+	parallelTest(t)
 	cmd := exec.Command(pyboxBin, "serve", "--http", "0.0.0.0:0")
 	cmd.Env = append(os.Environ(), "PYBOX_BUILD=never", "PYBOX_STATE_DIR="+t.TempDir(), "CODE_STORAGE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()

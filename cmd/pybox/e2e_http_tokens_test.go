@@ -20,6 +20,7 @@ import (
 // tenant a ends its MCP sessions, its sandbox session and its containers;
 // tenant b and its session are untouched.
 func TestHTTPTokensReload(t *testing.T) {
+	parallelTest(t)
 	h := startHTTP(t, false)
 	a, b := h.connect(tokenA), h.connect(tokenB)
 	if res, out := callOK(t, a, "execute_code", map[string]any{"code": "x = 1", "session_id": "a-live"}); res.IsError {

@@ -156,6 +156,7 @@ func TestConfigureRecordsInterpreter(t *testing.T) {
 // adopts it: a real Python is kept and its interpreter recorded; a
 // non-Python one is refused and the server starts from its configuration.
 func TestRestoredEnvironmentIsVerified(t *testing.T) {
+	parallelTest(t)
 	stateDir := t.TempDir()
 	s1 := startServer(t, "PYBOX_STATE_DIR="+stateDir)
 	s1.configure(map[string]any{"type": "image", "image": runtimeBase, "python_path": "/usr/bin/python3"})
@@ -213,6 +214,7 @@ func editSavedEnvironment(t *testing.T, stateDir string, edit func(map[string]an
 // (ENV_TYPE=image with PYBOX_PYTHON_PATH) that is not CPython never runs a
 // program; the server log says why.
 func TestInitialEnvironmentMustBeCPython(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "ENV_TYPE=image", "PYBOX_IMAGE="+runtimeBase, "PYBOX_PYTHON_PATH=true")
 	if res := s.call("execute_code", map[string]any{"code": "print(1)"}); !res.IsError {
 		t.Errorf("execute_code print(1) with PYBOX_PYTHON_PATH=true succeeded: %s; want a tool error", structured(res))

@@ -34,6 +34,7 @@ print("made")
 // quota (apparent and allocated size), the result names the files that
 // were not saved, and the server still serves.
 func TestOutputsCopyBackStaysWithinTheQuota(t *testing.T) {
+	parallelTest(t)
 	const quota = 32 << 20
 	s := startServer(t, "PYBOX_WORKSPACE_QUOTA=32m", "PYBOX_WARM_POOL=0")
 	for call := range 2 {
@@ -102,7 +103,10 @@ print("done")
 // made: another connection planting into every outputs/ folder gets
 // nothing into them. (The old server listed each turn's outputs folder in
 // place, in code storage, and B got A's PNG and file as its own.)
-func TestSessionOutputsAreTheTurnsOwn(t *testing.T) { eachRuntime(t, testSessionOutputsAreTheTurnsOwn) }
+func TestSessionOutputsAreTheTurnsOwn(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testSessionOutputsAreTheTurnsOwn)
+}
 
 func testSessionOutputsAreTheTurnsOwn(t *testing.T) {
 	env := []string{"PYBOX_TOOLSET=mcp-executor", "PYBOX_WARM_POOL=0"}

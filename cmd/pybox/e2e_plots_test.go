@@ -47,6 +47,7 @@ func pngs(t *testing.T, res *mcp.CallToolResult) int {
 // code storage as outputs/<run>/), and files written there are listed;
 // files written elsewhere under outputs/ are shared, and not listed.
 func TestFiguresComeBackAsImages(t *testing.T) {
+	parallelTest(t)
 	s := dataServer(t)
 	code := "import matplotlib.pyplot as plt, numpy as np, pandas as pd\n" +
 		"plt.plot(np.arange(10) ** 2)\nplt.show()\n" + // shown
@@ -88,6 +89,7 @@ func TestFiguresComeBackAsImages(t *testing.T) {
 // TestFigureCapsAndSessions: at most 8 figures come back; figures work in a
 // session too; a program without figures returns no image.
 func TestFigureCapsAndSessions(t *testing.T) {
+	parallelTest(t)
 	s := dataServer(t)
 	many := "import matplotlib.pyplot as plt\nfor i in range(12):\n    plt.figure(); plt.plot([0, i])\n"
 	if n := pngs(t, s.call("execute_code", map[string]any{"code": many})); n != 8 {

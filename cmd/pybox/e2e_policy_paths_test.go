@@ -14,6 +14,7 @@ import (
 // on the host) in `pybox run` and `pybox eval` as it does in execute_code:
 // nothing runs, and an eval sample does not pass.
 func TestPolicyEveryEntryPoint(t *testing.T) {
+	parallelTest(t)
 	guarded := "import subprocess\nprint('RAN')\n"
 	denied := "p = '/proc/1/'\nprint('RAN')\n"
 	for _, code := range []string{guarded, denied} {

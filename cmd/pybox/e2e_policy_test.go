@@ -15,6 +15,7 @@ import (
 // TestStrictPolicy: the strict policy's limits are in force and its
 // guardrails refuse code before any container runs.
 func TestStrictPolicy(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_POLICY=strict")
 	cfg := decode[tools.EnvironmentView](t, s.call("get_environment_config", map[string]any{}))
 	if cfg.Limits == nil || cfg.Limits.MemoryBytes != 256<<20 || cfg.Limits.TimeoutS != 10 || cfg.Limits.Pids != 64 {
@@ -53,6 +54,7 @@ func TestStrictPolicy(t *testing.T) {
 // and says so; a policy requiring a runtime the daemon lacks refuses to
 // start, naming it; an explicit --runtime against a requirement is refused.
 func TestPolicyRuntime(t *testing.T) {
+	parallelTest(t)
 	eng := testenv.Docker(t)
 	hasRunsc := len(testenv.Runtimes(t, eng)) > 1
 	s := startServer(t, "PYBOX_POLICY=strict")
@@ -85,6 +87,7 @@ func TestPolicyRuntime(t *testing.T) {
 // nothing of the program runs (it would have written a file); allowed
 // code runs; the same in a session, which survives a refused call.
 func TestPolicyGuardrails(t *testing.T) {
+	parallelTest(t)
 	policy := filepath.Join(t.TempDir(), "guarded.json")
 	os.WriteFile(policy, []byte(`{"name": "guarded", "guard": {"max_chars": 300, "max_lines": 12,
 		"imports_allow": ["math", "json", "importlib", "builtins", "os"], "imports_deny": ["os.path"],

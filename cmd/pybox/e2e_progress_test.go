@@ -31,6 +31,7 @@ func (n *notes) handler(_ context.Context, r *mcp.ProgressNotificationClientRequ
 // TestProgressStreamsOutput: output of a running program arrives as
 // progress notifications while it runs, in stateless runs and in sessions.
 func TestProgressStreamsOutput(t *testing.T) {
+	parallelTest(t)
 	n := &notes{}
 	s := startServerWith(t, &mcp.ClientOptions{ProgressNotificationHandler: n.handler})
 	code := "import time\nfor i in range(6):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n"
@@ -66,6 +67,7 @@ func TestProgressStreamsOutput(t *testing.T) {
 
 // TestCancelKillsContainer: cancelling a call kills and removes its container.
 func TestCancelKillsContainer(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	for _, session := range []string{"", "cancel-session"} {
 		t.Run("session="+session, func(t *testing.T) {

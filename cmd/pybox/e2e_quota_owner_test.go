@@ -30,6 +30,7 @@ print("kept it")
 // 32 MiB quota (the old server counted each run's own folder only, so
 // storage could reach max-concurrency times the quota).
 func TestQuotaBoundsConcurrentRunsTogether(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_WORKSPACE_QUOTA=32m", "PYBOX_MAX_CONCURRENT=4")
 	const runs = 4
 	outs := make([]tools.ExecutionOutput, runs)
@@ -69,6 +70,7 @@ const fillSession = "open('data.bin', 'wb').write(b'x' * (12 << 20))\nprint('fil
 // sessions (the old server gave each session folder its own quota and kept
 // it after close_session).
 func TestQuotaCountsSessionsAndRemovesClosedOnes(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_WORKSPACE_QUOTA=16m")
 	out, res := s.exec(map[string]any{"code": fillSession, "session_id": "one"})
 	if out.ExitCode != 0 || out.QuotaExceeded {

@@ -15,6 +15,7 @@ import (
 // one tenant reached 7 times its quota and then the shared disk reserve.
 // Tenant b is not affected.
 func TestHTTPTenantSessionsStayWithinItsQuota(t *testing.T) {
+	parallelTest(t)
 	const quotaMiB = 16
 	h := startHTTP(t, false, fmt.Sprintf("PYBOX_WORKSPACE_QUOTA=%dm", quotaMiB))
 	a, b := h.connect(tokenA), h.connect(tokenB)

@@ -41,6 +41,7 @@ func measured(t *testing.T, dir string) storage.Usage {
 // result, within a bounded overshoot; the workspace over its quota can only
 // shrink; the file tools refuse to add to it; cleaning up makes room again.
 func TestWorkspaceQuotaStopsAProgramThatFillsIt(t *testing.T) {
+	parallelTest(t)
 	eachRuntime(t, testWorkspaceQuotaStopsAProgramThatFillsIt)
 }
 
@@ -86,6 +87,7 @@ func testWorkspaceQuotaStopsAProgramThatFillsIt(t *testing.T) {
 
 // The number of files is bounded too.
 func TestWorkspaceQuotaBoundsTheNumberOfFiles(t *testing.T) {
+	parallelTest(t)
 	eachRuntime(t, testWorkspaceQuotaBoundsTheNumberOfFiles)
 }
 
@@ -104,6 +106,7 @@ func testWorkspaceQuotaBoundsTheNumberOfFiles(t *testing.T) {
 // a program leaves behind, filling the folder between calls, ends the
 // session, and the next call says why.
 func TestWorkspaceQuotaStopsASessionFillingItBetweenCalls(t *testing.T) {
+	parallelTest(t)
 	eachRuntime(t, testWorkspaceQuotaStopsASessionFillingItBetweenCalls)
 }
 

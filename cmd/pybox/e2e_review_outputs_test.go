@@ -14,6 +14,7 @@ import (
 // still run (and say why output files are not collected). The pool is off,
 // so the next run's container is made after the replacement.
 func TestOutputsFolderReplaced(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_WARM_POOL=0")
 	for _, replace := range []string{
 		"open('outputs', 'w').close()",

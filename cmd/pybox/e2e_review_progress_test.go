@@ -14,6 +14,7 @@ import (
 // server keeps serving (the "[stderr] " marker once overran the batch and
 // panicked on the output-copy goroutine, killing the server).
 func TestProgressStderrAtBatchCap(t *testing.T) {
+	parallelTest(t)
 	s := startServerWith(t, &mcp.ClientOptions{ProgressNotificationHandler: (&notes{}).handler})
 	code := "import sys\nsys.stdout.write('x' * 8190)\nsys.stdout.flush()\nsys.stderr.write('boom\\n')\nsys.stderr.flush()\n"
 	for i := range 5 { // the two writes usually share a batch; repeat to make sure

@@ -14,6 +14,7 @@ import (
 // processes or its memory, reported as such, never as an unexplained exit
 // status 2).
 func TestRuntimeParity(t *testing.T) {
+	parallelTest(t)
 	eachRuntime(t, func(t *testing.T) {
 		s := startServer(t, "PYBOX_OUTPUT_LIMIT=8m")
 		big := "import sys, os\nsys.stdout.write('o' * 3_000_000)\nsys.stdout.flush()\nos.write(2, b'e' * 2_000_000)\nprint('\\nend')"

@@ -28,7 +28,10 @@ func (s *server) sessions() tools.ListSessionsOutput {
 
 // TestSessionVariablesPersist: globals survive between calls in one session
 // and never leak into another session or a stateless run.
-func TestSessionVariablesPersist(t *testing.T) { eachRuntime(t, testSessionVariablesPersist) }
+func TestSessionVariablesPersist(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testSessionVariablesPersist)
+}
 
 func testSessionVariablesPersist(t *testing.T) {
 	s := startServer(t)
@@ -66,7 +69,10 @@ func testSessionVariablesPersist(t *testing.T) {
 // TestSessionTimeoutAndOOMRecover: a timeout or an OOM kills the session's
 // container, the result says the state is lost, and the next call works in
 // a clean session.
-func TestSessionTimeoutAndOOMRecover(t *testing.T) { eachRuntime(t, testSessionTimeoutAndOOMRecover) }
+func TestSessionTimeoutAndOOMRecover(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testSessionTimeoutAndOOMRecover)
+}
 
 func testSessionTimeoutAndOOMRecover(t *testing.T) {
 	s := startServer(t, "PYBOX_MEMORY=128m")
@@ -105,7 +111,10 @@ func testSessionTimeoutAndOOMRecover(t *testing.T) {
 
 // TestSessionLimitsAndClose: the cap on live sessions is a clear error,
 // close_session frees a place, and bad ids are refused.
-func TestSessionLimitsAndClose(t *testing.T) { eachRuntime(t, testSessionLimitsAndClose) }
+func TestSessionLimitsAndClose(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testSessionLimitsAndClose)
+}
 
 func testSessionLimitsAndClose(t *testing.T) {
 	s := startServer(t, "PYBOX_MAX_SESSIONS=2")
@@ -134,7 +143,10 @@ func testSessionLimitsAndClose(t *testing.T) {
 
 // TestSessionIdleExpiry: an idle session ends after the TTL and its
 // container goes; the next call says the state was lost.
-func TestSessionIdleExpiry(t *testing.T) { eachRuntime(t, testSessionIdleExpiry) }
+func TestSessionIdleExpiry(t *testing.T) {
+	parallelTest(t)
+	eachRuntime(t, testSessionIdleExpiry)
+}
 
 func testSessionIdleExpiry(t *testing.T) {
 	s := startServer(t, "PYBOX_SESSION_TTL=1s")
@@ -163,6 +175,7 @@ func testSessionIdleExpiry(t *testing.T) {
 // open for its next programs (the runner must not close descriptors that
 // once were its own and now are the program's).
 func TestSessionKeepsProgramDescriptors(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	if out := s.sessionRun("fds", "import os\nfds = [os.open('/tmp/keep-%d' % i, os.O_CREAT | os.O_WRONLY) for i in range(40)]\nprint(fds)"); out.ExitCode != 0 {
 		t.Fatalf("opening files: %+v", out)

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -123,10 +122,7 @@ func TestSoakHostileTenantsHTTP(t *testing.T) {
 // bounds, and the hostile tenants added to the tokens file (a reload).
 func soakServer(t *testing.T) *httpServer {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "echoserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/downstream/testdata/echoserver").CombinedOutput(); err != nil {
-		t.Fatalf("build the echo server: %v\n%s", err, out)
-	}
+	bin := echoServer(t)
 	cfg := filepath.Join(t.TempDir(), "mcp_servers.json")
 	b, _ := json.Marshal(map[string]any{"servers": map[string]any{"echo": map[string]any{"command": bin, "description": "test tools"}}})
 	os.WriteFile(cfg, b, 0o644)

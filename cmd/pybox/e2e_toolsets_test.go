@@ -29,6 +29,7 @@ type toolSnapshot struct {
 // TestToolsetSnapshots: each tool set lists exactly its tools, pinned by a
 // golden file (go test ./cmd/pybox -run Toolset -update after review).
 func TestToolsetSnapshots(t *testing.T) {
+	parallelTest(t)
 	want := map[string][]string{
 		"mcp-code-executor": {"append_to_code_file", "check_installed_packages", "configure_environment", "execute_code",
 			"execute_code_file", "get_environment_config", "initialize_code_file", "install_dependencies", "read_code_file"},
@@ -131,6 +132,7 @@ func TestToolsetCalls(t *testing.T) {
 
 // TestUnknownToolset is a clear start-up error.
 func TestUnknownToolset(t *testing.T) {
+	parallelTest(t)
 	_, stderr, code := runBinary(t, "", "serve", "--toolset", "everything")
 	if code == 0 || !strings.Contains(stderr, "toolset") || !strings.Contains(stderr, "mcp-executor") {
 		t.Errorf("exit %d stderr %q; want a clear error listing the sets", code, stderr)

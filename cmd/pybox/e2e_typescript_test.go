@@ -42,6 +42,7 @@ await client.close().catch(() => {});
 // client works against pybox serve --http with a bearer token, and is
 // refused without one.
 func TestHTTPTypeScriptClient(t *testing.T) {
+	parallelTest(t)
 	modules := ciTool(t, "PYBOX_NPM_MODULES", "node_modules holding the MCP TypeScript SDK")
 	h := startHTTP(t, false)
 	dir := t.TempDir()

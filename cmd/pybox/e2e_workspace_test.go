@@ -43,6 +43,7 @@ with open('out/all.bin', 'wb') as f:
 // sandbox's binary files (and shows its PNG as an image); list_files
 // shows all of it.
 func TestWorkspaceFiles(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	const note = "hello from the host\nsecond line é\n"
 	wrote := decode[tools.WriteFileOutput](t, s.fileOK("write_file", map[string]any{"path": "notes/a.txt", "content": note}))
@@ -139,6 +140,7 @@ func hostSize(t *testing.T, s *server, rel string) int64 {
 // clear tool error from read_file, write_file and list_files, returned
 // promptly; size caps hold; the host is untouched and the server serves.
 func TestWorkspaceAttacks(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_MAX_FILE_SIZE=1k")
 	watch := watchHost(t, "target.txt", "/tmp/x.txt")
 	outside, target := watch.Outside, watch.Target
