@@ -109,7 +109,7 @@ func newApp(ctx context.Context, c *config, stderr io.Writer) (*app, error) {
 		return nil, err
 	}
 	var vol *quotafs.Volume
-	if c.serving && c.TokensFile == "" { // with tokens, each tenant has its own (newTenantApp)
+	if c.serving && c.TokensFile == "" && !c.inMemory { // with tokens, each tenant has its own (newTenantApp)
 		if vol, err = c.storageFS(limits, backend != nil, log); err != nil {
 			eng.Close()
 			return nil, err
@@ -118,7 +118,7 @@ func newApp(ctx context.Context, c *config, stderr io.Writer) (*app, error) {
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits, Filesystem: fsOf(vol),
 		SharedUID:     backend != nil, // pods keep the one user: a cluster's storage story is its own
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
-		WarmPool: warmPool(c.WarmPool), RunsDir: filepath.Join(c.StateDir, "runs"), LeaseDir: filepath.Join(c.StateDir, "owners"),
+		WarmPool: warmPool(c.WarmPool), RunsDir: c.runsDir(), LeaseDir: filepath.Join(c.StateDir, "owners"),
 		StorageDirs: c.storageDirs(), Egress: eg, Log: log})
 	if err != nil {
 		closeVolume(vol, log)
@@ -226,9 +226,21 @@ func closeVolume(vol *quotafs.Volume, log *slog.Logger) {
 
 // storageDirs are the folders that count against the storage quota with
 // the run output folders: code storage and the sessions folder (over
-// HTTP, a tenant's own).
+// HTTP, a tenant's own); none in memory.
 func (c *config) storageDirs() []string {
+	if c.inMemory {
+		return nil
+	}
 	return []string{c.StorageDir, filepath.Join(c.StateDir, "sessions")}
+}
+
+// runsDir is where stateless runs get their output folders ("" in memory:
+// none).
+func (c *config) runsDir() string {
+	if c.inMemory {
+		return ""
+	}
+	return filepath.Join(c.StateDir, "runs")
 }
 
 // openSessions opens the folder of session workspaces, in the state dir:
@@ -277,12 +289,13 @@ func (a *app) openStorage(path string) (*storage.Dir, error) {
 // sandboxUser is the uid:gid programs run as: the server's own when it is
 // not root; as root, the owner of an existing code storage folder when that
 // is a regular user (so files programs write there are theirs, and the
-// folder is never given away), else the image's unprivileged user.
+// folder is never given away), else the image's unprivileged user (in
+// memory, always: no code storage is used).
 func (c *config) sandboxUser() string {
 	if !chownsForSandbox || os.Geteuid() != 0 {
 		return sandbox.SandboxUser()
 	}
-	if uid, gid, ok := fileOwner(c.StorageDir); ok && uid != 0 {
+	if uid, gid, ok := fileOwner(c.StorageDir); ok && uid != 0 && !c.inMemory {
 		return fmt.Sprintf("%d:%d", uid, gid)
 	}
 	return images.SandboxUser

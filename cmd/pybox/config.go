@@ -79,6 +79,10 @@ type config struct {
 	StateDir      string
 	AllowURLReqs  bool
 	AllowSdist    bool
+	// inMemory: every program comes with its request and runs on a tmpfs
+	// workspace of its own (pybox eval): the app opens no code storage, no
+	// run output folders and no quota filesystem.
+	inMemory bool
 
 	// serve --http only (see httpSettings)
 	serving        bool // the command is serve: its HTTP settings are registered

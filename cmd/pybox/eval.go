@@ -198,6 +198,7 @@ func evalSetup(c *config, jobs *int) (int64, error) {
 	}
 	c.MaxConcurrent = max(*jobs, 1)
 	c.QueueWait = 24 * time.Hour // every sample waits its turn: a busy error would be pybox's own doing
+	c.inMemory = true            // workspaces are tmpfs: no storage, run folders or quota filesystem to open
 	n, err := c.codeLimit()
 	return int64(n), err
 }
