@@ -27,6 +27,7 @@ type fakeBackend struct {
 	startDelay func() time.Duration // before a container is "running"
 	failStart  func() error         // non-nil: Start fails with it
 	failRemove func(id string) bool // true: this removal fails (the daemon away)
+	onRemove   func(id string)      // called before a removal, which waits for it
 	hanging    chan string          // gets a container's id when a program "hang" starts
 	takenUIDs  int                  // this many uid checks find another container with the uid
 
@@ -98,6 +99,9 @@ func hasLabels(have, want map[string]string) bool {
 }
 
 func (f *fakeBackend) Remove(ctx context.Context, id string) error {
+	if f.onRemove != nil {
+		f.onRemove(id)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failRemove != nil && f.failRemove(id) {

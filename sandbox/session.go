@@ -28,6 +28,11 @@ type SessionProgram struct {
 	// Private: Workspace is the session's own folder, removed when the
 	// session is closed or expires (used only when the session starts).
 	Private bool
+	// MakeWorkspace, when set with Private, makes Workspace when the
+	// session starts: after the start was admitted (a refused start makes
+	// nothing) and after any earlier session of the id has ended and its
+	// folder gone. A start that fails after it removes what it made.
+	MakeWorkspace func() error
 
 	// FollowImage restarts a live session whose image is not Image (say,
 	// packages were installed since it started) before running; the

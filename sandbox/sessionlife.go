@@ -50,8 +50,7 @@ func (s *Sandbox) reap() {
 func (r *sessions) expire(cutoff time.Time, reason string) {
 	for _, ls := range r.all() {
 		if ls.idleSince(cutoff) && ls.turn.TryAcquire(1) {
-			r.retire(ls, reason)
-			ls.removeFolder(r.log)
+			r.end(ls, reason, true)
 			ls.turn.Release(1)
 		}
 	}

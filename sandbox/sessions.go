@@ -48,13 +48,19 @@ type SessionInfo struct {
 // sessions is the registry of live sessions: which session each id names,
 // why ended ones ended, the cap on live ones, and the starts under way.
 type sessions struct {
-	max      int // live sessions and starts at once
-	log      *slog.Logger
-	mu       sync.Mutex
-	live     map[string]*liveSession
-	ended    map[string]string // why a session of that id ended (bounded)
-	starting int               // starts under way, counted against MaxSessions
-	closed   bool              // Close ran: nothing starts any more
+	max  int // live sessions and starts at once
+	log  *slog.Logger
+	mu   sync.Mutex
+	live map[string]*liveSession
+	// One id is at most one of: opening (a start under way), live, or
+	// ending (its container and folder being removed). A start waits for
+	// the end of the id before it begins, so no session ever works in a
+	// folder an earlier one's end is removing.
+	opening  map[string]bool
+	ending   map[string]chan struct{} // closed once that end is complete
+	ended    map[string]string        // why a session of that id ended (bounded)
+	starting int                      // starts under way, counted against MaxSessions
+	closed   bool                     // Close ran: nothing starts any more
 	starts   singleflight.Group
 	ctx      context.Context // ends with Close, and with it every start
 	cancel   context.CancelFunc
@@ -74,7 +80,8 @@ type liveSession struct {
 const maxEndedNotes = 1024
 
 func newSessions(max int, log *slog.Logger) *sessions {
-	r := &sessions{max: max, log: log, live: map[string]*liveSession{}, ended: map[string]string{}, stop: make(chan struct{})}
+	r := &sessions{max: max, log: log, live: map[string]*liveSession{}, opening: map[string]bool{}, ending: map[string]chan struct{}{},
+		ended: map[string]string{}, stop: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r
 }
@@ -230,19 +237,27 @@ func (r *sessions) lookup(id string) *liveSession {
 
 func (r *sessions) current(ls *liveSession) bool { return r.lookup(ls.id) == ls }
 
-// retire removes ls from the registry, destroys it and remembers why. Only
-// the first reason counts: a program killed by CloseSession must not turn
-// "it was closed" into "exited (status 137)", nor note a later session of
-// the same id as ended.
-func (r *sessions) retire(ls *liveSession, reason string) {
+// retire removes ls from the registry, destroys it and remembers why,
+// keeping its folder (the next session of the id works in it).
+func (r *sessions) retire(ls *liveSession, reason string) { r.end(ls, reason, false) }
+
+// end removes ls from the registry, destroys it, removes its folder when
+// drop, and remembers why; it reports whether this call ended it. Only the
+// first reason counts: a program killed by CloseSession must not turn "it
+// was closed" into "exited (status 137)", nor note a later session of the
+// same id as ended. Until all of it is done the id is ending: no session of
+// it starts.
+func (r *sessions) end(ls *liveSession, reason string, drop bool) bool {
 	r.mu.Lock()
 	first := r.live[ls.id] == ls
+	done := make(chan struct{})
 	if first {
 		delete(r.live, ls.id)
 		if len(r.ended) >= maxEndedNotes {
 			clear(r.ended)
 		}
 		r.ended[ls.id] = reason
+		r.ending[ls.id] = done
 	}
 	r.mu.Unlock()
 	ls.stopWatch()
@@ -251,9 +266,64 @@ func (r *sessions) retire(ls *liveSession, reason string) {
 	if err := ls.outputs.remove(); err != nil {
 		r.log.Warn("session output area not removed", "session_id", ls.id, "err", err)
 	}
-	if first {
-		r.log.Info("session ended", "session_id", ls.id, "reason", reason)
+	if !first {
+		return false
 	}
+	if drop {
+		ls.removeFolder(r.log)
+	}
+	r.finish(ls.id, done)
+	r.log.Info("session ended", "session_id", ls.id, "reason", reason)
+	return true
+}
+
+// finish ends the id's ending: starts of it may go on.
+func (r *sessions) finish(id string, done chan struct{}) {
+	r.mu.Lock()
+	delete(r.ending, id)
+	r.mu.Unlock()
+	close(done)
+}
+
+// claim marks id as opening (or, with end, as ending until end is
+// closed), once no session of it is live, opening or ending: it waits for
+// an end. false means one is live or opening.
+func (r *sessions) claim(id string, end chan struct{}) (bool, error) {
+	for {
+		r.mu.Lock()
+		done, ending := r.ending[id]
+		if !ending {
+			free := r.live[id] == nil && !r.opening[id]
+			switch {
+			case free && end != nil:
+				r.ending[id] = end
+			case free:
+				r.opening[id] = true
+			}
+			r.mu.Unlock()
+			return free, nil
+		}
+		r.mu.Unlock()
+		select {
+		case <-done:
+		case <-r.ctx.Done():
+			return false, errClosed
+		}
+	}
+}
+
+// WhileEnded runs f, which may remove what an ended session of id left
+// (its folder), while no session of id is live, starting or ending, and
+// none can start; it reports false, without running f, when one is live
+// or starting. A call for id that comes meanwhile waits for f.
+func (s *Sandbox) WhileEnded(id string, f func()) bool {
+	done := make(chan struct{})
+	if ok, err := s.sess.claim(id, done); !ok || err != nil {
+		return false
+	}
+	defer s.sess.finish(id, done)
+	f()
+	return true
 }
 
 func (r *sessions) takeEndedNote(id string) string {
@@ -287,11 +357,9 @@ func (s *Sandbox) CloseSession(ctx context.Context, id string) error {
 		return err
 	}
 	ls := s.sess.lookup(id)
-	if ls == nil {
+	if ls == nil || !s.sess.end(ls, "it was closed", true) {
 		return fmt.Errorf("%w: %q", ErrNoSession, id)
 	}
-	s.sess.retire(ls, "it was closed")
-	ls.removeFolder(s.log)
 	return nil
 }
 

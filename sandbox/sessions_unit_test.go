@@ -23,11 +23,11 @@ func stubSession(id string, lastUsed time.Time) (*liveSession, *stubAttachment) 
 
 func startStub(t *testing.T, r *sessions, id string, lastUsed time.Time) (*liveSession, *stubAttachment) {
 	t.Helper()
-	if err := r.reserve(); err != nil {
+	if err := r.reserve(id); err != nil {
 		t.Fatalf("reserve %s: %v", id, err)
 	}
 	ls, a := stubSession(id, lastUsed)
-	ok := r.register(ls)
+	ok := r.register(id, ls)
 	r.wg.Done() // as startLive does when its start ends
 	if !ok {
 		t.Fatalf("register %s refused", id)
@@ -41,23 +41,23 @@ func startStub(t *testing.T, r *sessions, id string, lastUsed time.Time) (*liveS
 func TestSessionsUnitCapCountsStarts(t *testing.T) {
 	r := newSessions(2, slog.New(slog.DiscardHandler))
 	defer r.close("test over")
-	if err := r.reserve(); err != nil {
+	if err := r.reserve("x"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.reserve(); err != nil {
+	if err := r.reserve("x"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.reserve(); !errors.Is(err, ErrSessionLimit) {
+	if err := r.reserve("x"); !errors.Is(err, ErrSessionLimit) {
 		t.Fatalf("a third start with two under way: %v; want ErrSessionLimit", err)
 	}
-	r.register(nil) // one start failed
+	r.register("x", nil) // one start failed
 	r.wg.Done()
-	if err := r.reserve(); err != nil {
+	if err := r.reserve("x"); err != nil {
 		t.Fatalf("after a failed start: %v; want its place free", err)
 	}
-	r.register(nil)
+	r.register("x", nil)
 	r.wg.Done()
-	r.register(nil)
+	r.register("x", nil)
 	r.wg.Done()
 }
 
@@ -122,7 +122,7 @@ func TestSessionsUnitCloseEndsEverything(t *testing.T) {
 	r := newSessions(4, slog.New(slog.DiscardHandler))
 	_, a1 := startStub(t, r, "a", time.Now())
 	_, a2 := startStub(t, r, "b", time.Now())
-	if err := r.reserve(); err != nil { // a start under way when close begins
+	if err := r.reserve("x"); err != nil { // a start under way when close begins
 		t.Fatal(err)
 	}
 	closed := make(chan struct{})
@@ -133,7 +133,7 @@ func TestSessionsUnitCloseEndsEverything(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	late, la := stubSession("c", time.Now())
-	if r.register(late) {
+	if r.register("c", late) {
 		t.Error("a start that ended during close was registered")
 	}
 	r.wg.Done()
@@ -144,7 +144,7 @@ func TestSessionsUnitCloseEndsEverything(t *testing.T) {
 	if la.destroyed.Load() {
 		t.Error("the registry destroyed a start's container it never registered (the start does that)")
 	}
-	if err := r.reserve(); !errors.Is(err, errClosed) {
+	if err := r.reserve("x"); !errors.Is(err, errClosed) {
 		t.Errorf("reserve after close: %v; want errClosed", err)
 	}
 	if n := len(r.list()); n != 0 {

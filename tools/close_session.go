@@ -43,17 +43,22 @@ func (h *handlers) closeSession(ctx context.Context, req *mcp.CallToolRequest, i
 
 // removeEndedFolder deletes the folder a session that is no longer live
 // left (it ended for a timeout, the quota, a crash or a restart); it
-// reports whether there was one.
+// reports whether there was one. It runs while no session of the id is
+// live or starting, and none can start (a call for it waits).
 func (h *handlers) removeEndedFolder(id string) bool {
 	if h.cfg.Sessions == nil || sandbox.ValidSessionID(id) != nil {
 		return false
 	}
-	if _, err := h.cfg.Sessions.Stat(id); err != nil {
-		return false
-	}
-	if err := h.cfg.Sessions.RemoveAll(id); err != nil {
-		h.cfg.Log.Warn("ended session's folder not removed", "session_id", id, "err", err)
-		return false
-	}
-	return true
+	removed := false
+	h.cfg.Sandbox.WhileEnded(id, func() {
+		if _, err := h.cfg.Sessions.Stat(id); err != nil {
+			return
+		}
+		if err := h.cfg.Sessions.RemoveAll(id); err != nil {
+			h.cfg.Log.Warn("ended session's folder not removed", "session_id", id, "err", err)
+			return
+		}
+		removed = true
+	})
+	return removed
 }

@@ -89,7 +89,7 @@ func (h *handlers) codeFile(code, filename, session string) (*saved, error) {
 	}
 	f := &saved{host: filepath.Join(h.cfg.Sessions.Path(), session, name), shown: sandbox.WorkspaceMount + "/" + name}
 	f.save = func() error {
-		ws, err := h.sessionDir(session)
+		ws, err := h.openSessionDir(session)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -163,15 +164,49 @@ func (h *handlers) execute(ctx context.Context, r runRequest, timeout time.Durat
 		res, err := h.cfg.Sandbox.Run(ctx, p)
 		return res, h.runOutputs(ctx, res.Outputs, h.cfg.Storage, nil), err
 	}
-	ws, err := h.sessionWorkspace(r)
-	if err != nil {
-		return sandbox.Result{}, nil, h.internal(ctx, "prepare the session's folder", err)
+	// The session's folder is made by its start (once admitted, after an
+	// earlier session of the id ended) and opened once the call holds its
+	// turn: nothing is made for a refused call.
+	var ws *storage.Dir
+	prepare := func() error {
+		d, err := h.sessionWorkspace(r)
+		if err != nil {
+			return err
+		}
+		ws = d
+		return runPrepare(r.saved.save)
 	}
-	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(),
-		Workspace: ws.Path(), Code: r.code, Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout,
-		OnOutput: prog.hook(), FollowImage: r.follow, Private: !r.shared, Prepare: r.saved.save, Guard: guard, Variables: r.vars, Tools: r.tools})
+	p := sandbox.SessionProgram{Image: env.Ref(), Python: env.RunPython(), Workspace: h.cfg.Storage.Path(), Code: r.code,
+		Filename: r.saved.shown, Stdin: stdin, Args: r.args, Timeout: timeout, OnOutput: prog.hook(), FollowImage: r.follow,
+		Private: !r.shared, Prepare: prepare, Guard: guard, Variables: r.vars, Tools: r.tools}
+	if !r.shared {
+		if h.cfg.Sessions == nil {
+			return sandbox.Result{}, nil, errors.New("sessions are not configured (no sessions folder)")
+		}
+		p.Workspace = filepath.Join(h.cfg.Sessions.Path(), r.session)
+		p.MakeWorkspace = func() error { return closeDir(h.sessionDir(r.session)) }
+	}
+	res, err := h.cfg.Sandbox.RunInSession(ctx, r.session, p)
+	if ws == nil { // nothing ran: there are no outputs
+		return res, nil, err
+	}
 	// The call's own folder, copied into the session's workspace.
 	return res, h.runOutputs(ctx, res.Outputs, ws, func() { ws.Close() }), err
+}
+
+func runPrepare(save func() error) error {
+	if save == nil {
+		return nil
+	}
+	return save()
+}
+
+// closeDir closes d, once made.
+func closeDir(d *storage.Dir, err error) error {
+	if err != nil {
+		return err
+	}
+	return d.Close()
 }
 
 // artifactText lists the output files for the model, by host path.
@@ -265,7 +300,7 @@ func section(b *strings.Builder, name, text string) {
 // infraError turns a failure to run into a tool error the model can act on.
 func (h *handlers) infraError(ctx context.Context, err error) error {
 	switch {
-	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrSessionLimit), errors.Is(err, sandbox.ErrBadSessionID),
+	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrSessionLimit), errors.Is(err, sandbox.ErrBadSessionID), errors.Is(err, sandbox.ErrNoSession),
 		errors.Is(err, sandbox.ErrQuota), errors.Is(err, sandbox.ErrDaemonLost), errors.Is(err, sandbox.ErrNoVerdict), errors.Is(err, sandbox.ErrNoEgress):
 		return err
 	case errors.Is(err, errSave):
@@ -319,5 +354,5 @@ func (h *handlers) sessionWorkspace(r runRequest) (*storage.Dir, error) {
 	if r.shared {
 		return h.cfg.Storage.Reopen()
 	}
-	return h.sessionDir(r.session)
+	return h.openSessionDir(r.session)
 }

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
@@ -19,4 +20,18 @@ func (h *handlers) sessionDir(id string) (*storage.Dir, error) {
 		return nil, errors.New("sessions are not configured (no sessions folder)")
 	}
 	return h.cfg.Sessions.Sub(id)
+}
+
+// openSessionDir opens the workspace of session id, which the session's
+// start made; it makes nothing. A folder gone means the session was closed
+// as this call began.
+func (h *handlers) openSessionDir(id string) (*storage.Dir, error) {
+	if h.cfg.Sessions == nil {
+		return nil, errors.New("sessions are not configured (no sessions folder)")
+	}
+	d, err := h.cfg.Sessions.OpenSub(id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, fmt.Errorf("%w: session %s was closed as this call began; call again for a new one", sandbox.ErrNoSession, id)
+	}
+	return d, err
 }

@@ -34,6 +34,13 @@ func (e imageEnvs) Active() images.Environment {
 // it runs.
 func runHandlers(t *testing.T, runtime string, ready func(context.Context) error) *handlers {
 	t.Helper()
+	return runHandlersWith(t, sandbox.Config{Runtime: runtime}, ready)
+}
+
+// runHandlersWith is runHandlers with cfg's settings for the sandbox, and
+// a sessions folder beside code storage.
+func runHandlersWith(t *testing.T, cfg sandbox.Config, ready func(context.Context) error) *handlers {
+	t.Helper()
 	eng := testenv.Docker(t)
 	img := testenv.RuntimeImage(t, eng, "base")
 	store, err := storage.Open(filepath.Join(t.TempDir(), "store"))
@@ -41,7 +48,14 @@ func runHandlers(t *testing.T, runtime string, ready func(context.Context) error
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: img, Runtime: runtime, RunsDir: t.TempDir(), StorageDirs: []string{store.Path()}})
+	sessions, err := storage.Open(filepath.Join(t.TempDir(), "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sessions.Close() })
+	cfg.Engine, cfg.Image, cfg.RunsDir = eng, img, t.TempDir()
+	cfg.StorageDirs = []string{store.Path(), sessions.Path()}
+	sb, err := sandbox.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +66,7 @@ func runHandlers(t *testing.T, runtime string, ready func(context.Context) error
 		}
 		return nil
 	}
-	return &handlers{cfg: Config{Sandbox: sb, Storage: store, Envs: imageEnvs{fakeEnvs{t}, img}, Ready: ready, Guard: guard,
+	return &handlers{cfg: Config{Sandbox: sb, Storage: store, Sessions: sessions, Envs: imageEnvs{fakeEnvs{t}, img}, Ready: ready, Guard: guard,
 		MaxCodeBytes: 1 << 20, MaxInputBytes: 1 << 20, MaxFileBytes: 1 << 20, MaxTimeout: DefaultMaxTimeout, Log: slog.New(slog.DiscardHandler)}}
 }
 

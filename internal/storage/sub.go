@@ -40,6 +40,20 @@ func (d *Dir) Sub(rel string) (*Dir, error) {
 	if err := d.mkdirAll(rel); err != nil {
 		return nil, d.wrap("create directory", rel, err)
 	}
+	return d.openSub(rel)
+}
+
+// OpenSub opens the existing directory rel inside d as a Dir of its own
+// (ErrNotFound when it is absent: nothing is created).
+func (d *Dir) OpenSub(rel string) (*Dir, error) {
+	rel, err := d.Rel(rel)
+	if err != nil {
+		return nil, err
+	}
+	return d.openSub(rel)
+}
+
+func (d *Dir) openSub(rel string) (*Dir, error) {
 	if err := d.refuseNonDir(rel); err != nil {
 		return nil, err
 	}
