@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -58,13 +59,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *n < 2 {
 		return errors.New("bench: -n must be at least 2")
 	}
-	a, err := newApp(ctx, c, stderr)
+	a, err := app.New(ctx, &c.Config, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	if a.cfg.Image == "" {
-		if err := a.ensureRuntime(ctx, a.cfg.initialEnv().Variant); err != nil {
+	if a.Config.Image == "" {
+		if err := a.EnsureRuntime(ctx, a.Config.InitialEnv().Variant); err != nil {
 			return err
 		}
 	}
@@ -78,9 +79,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *evalTrivial < 1 || *evalWork < 1 {
 			return errors.New("bench: -eval-trivial and -eval-work must be at least 1")
 		}
-		return benchEval(ctx, a.image, c.forwardFlags(fs), *evalTrivial, *evalWork, *n, *jsonOut, stdout, stderr)
+		return benchEval(ctx, a.Image, c.forwardFlags(fs), *evalTrivial, *evalWork, *n, *jsonOut, stdout, stderr)
 	}
-	b := &bench{n: *n, image: a.image, stderr: stderr, eng: a.engine}
+	b := &bench{n: *n, image: a.Image, stderr: stderr, eng: a.Engine}
 	if *egressBench {
 		rows, err := b.egressRows(ctx, c.forwardFlags(fs))
 		if err != nil {
@@ -94,10 +95,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rep.Rows = append(rep.Rows, b.latencyRows(ctx, serve, " [kubernetes]", "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+*kubeconfig)...)
 		return writeReport(rep, *jsonOut, stdout)
 	}
-	if v, err := a.engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && c.Runtime == "" {
+	if v, err := a.Engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && c.Runtime == "" {
 		b.runtimes = []string{"runc", "runsc"} // the latency rows again under gVisor, beside runc
 	}
-	before, err := a.engine.ListImages(ctx, "pybox.managed", "image")
+	before, err := a.Engine.ListImages(ctx, "pybox.managed", "image")
 	if err != nil {
 		return err
 	}
@@ -111,14 +112,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // removeNewLayers removes the package layers the bench's installs made. A
 // layer with children cannot go before them, so it makes a few passes.
-func removeNewLayers(ctx context.Context, a *app, before []engine.Image, stderr io.Writer) {
+func removeNewLayers(ctx context.Context, a *app.App, before []engine.Image, stderr io.Writer) {
 	old := map[string]bool{}
 	for _, img := range before {
 		old[img.ID] = true
 	}
 	var lastErr error
 	for range 8 {
-		after, err := a.engine.ListImages(ctx, "pybox.managed", "image")
+		after, err := a.Engine.ListImages(ctx, "pybox.managed", "image")
 		if err != nil {
 			lastErr = err
 			break
@@ -126,7 +127,7 @@ func removeNewLayers(ctx context.Context, a *app, before []engine.Image, stderr 
 		left := 0
 		for _, img := range after {
 			if !old[img.ID] {
-				if lastErr = a.engine.RemoveImage(ctx, img.ID); lastErr != nil {
+				if lastErr = a.Engine.RemoveImage(ctx, img.ID); lastErr != nil {
 					left++
 				}
 			}

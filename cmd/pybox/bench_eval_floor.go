@@ -15,6 +15,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -140,14 +141,14 @@ func (b *floorBench) parallel(ctx context.Context, name string, f func() error) 
 
 // benchEvalFloor runs the floor benchmark and reports it, with each row's
 // rate as a share of the floor's.
-func benchEvalFloor(ctx context.Context, a *app, forward []string, jsonOut string, stdout, stderr io.Writer) error {
+func benchEvalFloor(ctx context.Context, a *app.App, forward []string, jsonOut string, stdout, stderr io.Writer) error {
 	self, dir, err := benchScratch("pybox-bench-floor-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &floorBench{self: self, forward: forward, image: a.image, runtime: a.cfg.Runtime, jobs: max(a.cfg.MaxConcurrent, 1), eng: a.engine, stderr: stderr}
-	rep := evalBenchReport{Image: a.image, Rows: b.run(ctx, dir)}
+	b := &floorBench{self: self, forward: forward, image: a.Image, runtime: a.Config.Runtime, jobs: max(a.Config.MaxConcurrent, 1), eng: a.Engine, stderr: stderr}
+	rep := evalBenchReport{Image: a.Image, Rows: b.run(ctx, dir)}
 	floor := rep.Rows[len(rep.Rows)-1]
 	for i := range rep.Rows {
 		if r := &rep.Rows[i]; floor.PerSecond > 0 && r.Skipped == "" && i < len(rep.Rows)-1 {

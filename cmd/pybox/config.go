@@ -1,110 +1,26 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
-
-	"github.com/docker/go-units"
 
 	"github.com/pybox-dev/pybox/images"
-	"github.com/pybox-dev/pybox/internal/logcap"
-	"github.com/pybox-dev/pybox/internal/quotafs"
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/policies"
 	"github.com/pybox-dev/pybox/sandbox"
 	"github.com/pybox-dev/pybox/tools"
 )
 
-// config is every setting, from flags and environment variables (flags win).
+// config is every setting, from flags and environment variables (flags
+// win), then the policy: the app's settings and what parsing them needs.
 type config struct {
-	StorageDir    string
-	Image         string
-	Variant       string
-	Runtime       string
-	Backend       string
-	K8sNamespace  string
-	Kubeconfig    string
-	K8sAccept     string
-	Timeout       time.Duration
-	MaxTimeout    time.Duration
-	Memory        string
-	CPUs          float64
-	Pids          int64
-	OutputLimit   string
-	Quota         string
-	QuotaFiles    int64
-	QuotaMode     string
-	DiskReserve   string
-	MaxCalls      int
-	StallTimeout  time.Duration
-	MaxConcurrent int
-	QueueWait     time.Duration
-	MaxSessions   int
-	WarmPool      int
-	SessionTTL    time.Duration
-	MaxCodeBytes  string
-	MaxFileBytes  string
-	LogLevel      string
-	Toolset       string
-	Policy        string
-	policy        *policies.Policy // loaded by parseFlags
-	Mirror        string
-	Build         string
-	EnvType       string
-	VenvPath      string
-	UVVenvPath    string
-	CondaName     string
-	PythonPath    string
-	Preinstalled  string
-	IndexURL      string
-	ExtraIndexURL string
-	Wheelhouse    string
-	AllowedImages string
-	InstallNet    string
-	InstallAllow  string
-	EgressAllow   string
-	EgressAddrs   string
-	EgressTest    string
-	TenantEgress  string
-	InstallTime   time.Duration
-	StateDir      string
-	AllowURLReqs  bool
-	AllowSdist    bool
-	// inMemory: every program comes with its request and runs on a tmpfs
-	// workspace of its own (pybox eval): the app opens no code storage, no
-	// run output folders and no quota filesystem.
-	inMemory bool
-
-	// serve --http only (see httpSettings)
-	serving        bool // the command is serve: its HTTP settings are registered
-	HTTPAddr       string
-	TokensFile     string
-	AllowedOrigins string
-	InsecureNoAuth bool
-	MetricsAddr    string
-	TenantRate     int
-	ShutdownGrace  time.Duration
-	MCPServers     string
-	MCPMaxCalls    int
-	MCPCallTimeout time.Duration
-	MCPMaxResult   string
-	MaxConns       int           // open connections to a listener in total
-	MaxClientConns int           // open connections from one client address
-	HTTPIdle       time.Duration // a kept-alive connection idle this long is closed
-	MaxMCPSessions int           // MCP sessions a tenant keeps open at once
-
-	omit         []string        // the flags of settings a subcommand does not use (eval's: evalOmits)
-	given        map[string]bool // flags given on the command line (parseFlags)
-	hostPackages []string        // a host venv's packages to install (adoptHostSettings)
+	app.Config
+	omit  []string        // the flags of settings a subcommand does not use (eval's: evalOmits)
+	given map[string]bool // flags given on the command line (parseFlags)
 }
 
 // setting ties a flag to its environment variable.
@@ -120,7 +36,7 @@ func (c *config) settings() []setting {
 
 func (c *config) allSettings() []setting {
 	all := c.commonSettings()
-	if c.serving {
+	if c.Serving {
 		all = append(all, c.httpSettings()...)
 	}
 	return all
@@ -159,7 +75,7 @@ func (c *config) commonSettings() []setting {
 		return func(fs *flag.FlagSet, n, u string) { fs.DurationVar(p, n, def, u) }
 	}
 	return []setting{
-		{"code-storage-dir", "CODE_STORAGE_DIR", "directory for code files, mounted at /workspace", str(&c.StorageDir, defaultStorageDir())},
+		{"code-storage-dir", "CODE_STORAGE_DIR", "directory for code files, mounted at /workspace", str(&c.StorageDir, app.DefaultStorageDir())},
 		{"image", "PYBOX_IMAGE", "runtime image (default pybox-runtime:<variant>)", str(&c.Image, "")},
 		{"allowed-images", "PYBOX_ALLOWED_IMAGES", "images configure_environment may start from besides pybox's runtime images and --image: full references (name:tag or name@sha256:digest), separated by commas or spaces; never image IDs", str(&c.AllowedImages, "")},
 		{"variant", "PYBOX_VARIANT", "runtime image variant: base or datascience", str(&c.Variant, "base")},
@@ -207,7 +123,7 @@ func (c *config) commonSettings() []setting {
 		{"egress-allow-addrs", "PYBOX_EGRESS_ALLOW_ADDRS", "comma-separated private, loopback or link-local addresses or prefixes (10.0.0.5, 10.1.0.0/16) the egress proxy may connect to; by default it refuses them all", str(&c.EgressAddrs, "")},
 		{"egress-test-hosts", "PYBOX_EGRESS_TEST_HOSTS", "TEST ONLY: name=address,... the egress proxy resolves instead of asking DNS", str(&c.EgressTest, "")},
 		{"install-timeout", "PYBOX_INSTALL_TIMEOUT", "time limit of one install", dur(&c.InstallTime, 10*time.Minute)},
-		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts, and the leases (owners/) that tell which leftover containers are safe to remove", str(&c.StateDir, defaultStateDir())},
+		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts, and the leases (owners/) that tell which leftover containers are safe to remove", str(&c.StateDir, app.DefaultStateDir())},
 		{"allow-url-requirements", "PYBOX_ALLOW_URL_REQUIREMENTS", "let install_dependencies accept \"name @ https://...\" requirements", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowURLReqs, n, false, u) }},
 		{"allow-sdist", "PYBOX_ALLOW_SDIST", "let installs build source distributions when no wheel fits (their build code runs, unprivileged, in the install container); default wheels only", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowSdist, n, false, u) }},
 	}
@@ -254,6 +170,8 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := c.applyEnv(fs, os.Getenv); err != nil {
 		return err
 	}
+	c.EnvTypeChosen = c.given["env-type"] || os.Getenv("ENV_TYPE") != ""
+	c.Version = version
 	warnUnknownEnv(fs.Output(), os.Environ())
 	if err := c.applyPolicy(fs); err != nil {
 		return err
@@ -284,7 +202,7 @@ func (c *config) applyPolicy(fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	c.policy = p
+	c.LoadedPolicy = p
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for env, v := range p.Settings {
@@ -311,243 +229,6 @@ func (c *config) forwardFlags(fs *flag.FlagSet) []string {
 		}
 	})
 	return out
-}
-
-// limits turns the configuration into sandbox limits.
-func (c *config) limits() (sandbox.Limits, error) {
-	mem, err := units.RAMInBytes(c.Memory)
-	if err != nil {
-		return sandbox.Limits{}, fmt.Errorf("memory %q: %w", c.Memory, err)
-	}
-	out, err := units.RAMInBytes(c.OutputLimit)
-	if err != nil {
-		return sandbox.Limits{}, fmt.Errorf("output limit %q: %w", c.OutputLimit, err)
-	}
-	quota, err := units.RAMInBytes(c.Quota)
-	if err != nil {
-		return sandbox.Limits{}, fmt.Errorf("workspace quota %q: %w", c.Quota, err)
-	}
-	reserve, err := units.RAMInBytes(c.DiskReserve)
-	if err != nil {
-		return sandbox.Limits{}, fmt.Errorf("disk reserve %q: %w", c.DiskReserve, err)
-	}
-	if reserve == 0 {
-		reserve = -1 // none (a zero limit means the default)
-	}
-	l := sandbox.Limits{Timeout: c.Timeout, Memory: mem, CPUs: c.CPUs, Pids: c.Pids, OutputBytes: int(out),
-		WorkspaceBytes: quota, WorkspaceFiles: c.QuotaFiles, DiskReserve: reserve}.WithDefaults()
-	return l, l.Validate()
-}
-
-// codeLimit is the largest program in bytes.
-func (c *config) codeLimit() (int, error) { return sizeSetting("max code size", c.MaxCodeBytes) }
-
-// fileLimit is the largest code file in bytes.
-func (c *config) fileLimit() (int, error) { return sizeSetting("max file size", c.MaxFileBytes) }
-
-func sizeSetting(name, v string) (int, error) {
-	n, err := units.RAMInBytes(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%s %q: must be a size such as 1m", name, v)
-	}
-	return int(n), nil
-}
-
-// image is the runtime image tag in force.
-func (c *config) image() (string, error) {
-	variant, err := images.ParseVariant(c.Variant)
-	if err != nil {
-		return "", err
-	}
-	if c.Image != "" {
-		return c.Image, nil
-	}
-	return images.Tag(variant), nil
-}
-
-func (c *config) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", c.LogLevel)
-	}
-	// Bounded: values cut at 1 KiB, a message repeated past a burst
-	// rate-limited, so nothing a program provokes floods the log.
-	return slog.New(logcap.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))), nil
-}
-
-// accessLogger is the HTTP access log's: every line written (values cut
-// at logcap.MaxValue, no rate limit).
-func (c *config) accessLogger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", c.LogLevel)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
-}
-
-// validate checks settings that have no parser of their own.
-func (c *config) validate() error {
-	var errs []error
-	c.StorageDir, c.StateDir = hostPath(c.StorageDir), hostPath(c.StateDir)
-	switch c.Build {
-	case "auto", "online", "offline", "never":
-	default:
-		errs = append(errs, fmt.Errorf("build %q: use auto, online, offline or never", c.Build))
-	}
-	if c.Backend != "docker" && c.Backend != "kubernetes" {
-		errs = append(errs, fmt.Errorf("backend %q: use docker or kubernetes", c.Backend))
-	}
-	if _, err := acceptUnenforced(c.K8sAccept); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := quotafs.ParseMode(c.QuotaMode); err != nil {
-		errs = append(errs, err)
-	}
-	if c.MaxTimeout < c.Timeout {
-		errs = append(errs, fmt.Errorf("max timeout %v is below the default timeout %v", c.MaxTimeout, c.Timeout))
-	}
-	if c.StallTimeout < 100*time.Millisecond {
-		errs = append(errs, errors.New("stall timeout must be at least 100ms"))
-	}
-	if c.MaxCalls < 1 {
-		errs = append(errs, errors.New("max calls must be at least 1"))
-	}
-	if c.MaxConcurrent < 1 {
-		errs = append(errs, errors.New("max concurrent must be at least 1"))
-	}
-	if _, err := c.image(); err != nil {
-		errs = append(errs, err)
-	}
-	if !slices.Contains(tools.Toolsets(), c.Toolset) {
-		errs = append(errs, fmt.Errorf("toolset %q: use one of %s", c.Toolset, strings.Join(tools.Toolsets(), ", ")))
-	}
-	if _, err := c.initialEnv().Normalize(); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := c.index(); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := tenantEgress(c.TenantEgress); err != nil {
-		errs = append(errs, err)
-	}
-	if err := apart(c.StateDir, c.StorageDir); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.notNested(os.Getenv(parentDirsVar)); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// apart refuses a state dir and a code storage that contain one another:
-// sandboxed programs write in code storage, and the state dir holds what
-// no program may touch (session workspaces, run output folders, leases).
-func apart(state, code string) error {
-	s, c := realish(state), realish(code)
-	if within(s, c) || within(c, s) {
-		return fmt.Errorf("the state dir %s and the code storage %s must not contain one another: "+
-			"programs can write in code storage, and the state dir holds what they must not reach", state, code)
-	}
-	return nil
-}
-
-// within reports whether p is dir or inside it.
-func within(p, dir string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && filepath.IsLocal(rel) || rel == "."
-}
-
-// realish is path made absolute with symlinks resolved as far as it exists.
-func realish(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	for p, rest := abs, ""; ; p, rest = filepath.Dir(p), filepath.Join(filepath.Base(p), rest) {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(real, rest)
-		}
-		if p == filepath.Dir(p) {
-			return abs
-		}
-	}
-}
-
-// initialEnv is the environment the configuration asks for at start.
-func (c *config) initialEnv() images.Environment {
-	env := images.Environment{Type: c.EnvType, CondaName: c.CondaName, PythonPath: c.PythonPath, BaseImage: c.Image}
-	switch c.EnvType {
-	case images.EnvVenv:
-		env.VenvPath = c.VenvPath
-	case images.EnvVenvUV, "":
-		env.VenvPath = c.UVVenvPath
-	}
-	if c.Image == "" && c.EnvType != images.EnvImage {
-		env.Variant = c.Variant
-	}
-	return env
-}
-
-// index is the package index configuration.
-func (c *config) index() (images.Index, error) {
-	idx := images.Index{URL: c.IndexURL, ExtraURL: c.ExtraIndexURL, Wheelhouse: c.Wheelhouse, Network: c.InstallNet, AllowSdist: c.AllowSdist,
-		Allow: splitList(c.InstallAllow)}
-	switch c.InstallNet {
-	case "index", "allowlist", "none":
-	case "bridge", "host": // their old meaning, the index; no container gets either network any more
-		idx.Network = "index"
-	default:
-		return idx, fmt.Errorf("install network %q: use index, allowlist or none", c.InstallNet)
-	}
-	eg, err := c.egress()
-	if err != nil {
-		return idx, err
-	}
-	idx.Egress = *eg
-	if idx.Wheelhouse != "" {
-		abs, err := filepath.Abs(idx.Wheelhouse)
-		if err != nil {
-			return idx, fmt.Errorf("wheelhouse: %w", err)
-		}
-		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-			return idx, fmt.Errorf("wheelhouse %s is not a directory", abs)
-		}
-		idx.Wheelhouse = abs
-	}
-	return idx, nil
-}
-
-// allowedImages splits PYBOX_ALLOWED_IMAGES (commas or spaces).
-func (c *config) allowedImages() []string {
-	return strings.FieldsFunc(c.AllowedImages, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
-}
-
-// preinstalled splits PREINSTALLED_PACKAGES.
-func (c *config) preinstalled() []string {
-	return append(strings.Fields(c.Preinstalled), c.hostPackages...)
-}
-
-// defaultStateDir is a per-user state directory (never inside code
-// storage, which sandboxed code can write).
-func defaultStateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "pybox")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "pybox")
-	}
-	return filepath.Join(os.TempDir(), "pybox-"+strconv.Itoa(os.Getuid()), "state")
-}
-
-// defaultStorageDir is a per-user data directory.
-func defaultStorageDir() string {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "pybox", "code")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "share", "pybox", "code")
-	}
-	return filepath.Join(os.TempDir(), "pybox-"+strconv.Itoa(os.Getuid()), "code")
 }
 
 // envHelp lists the environment variables for --help.

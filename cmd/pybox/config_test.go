@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 func parseConfig(t *testing.T, args []string, env map[string]string) (*config, error) {
@@ -30,7 +32,7 @@ func TestConfigFlagsWinOverEnv(t *testing.T) {
 		t.Errorf("got timeout %v memory %q storage %q cpus %v; want 5s (flag), 1g, /srv/code, 0.5 (env)",
 			c.Timeout, c.Memory, c.StorageDir, c.CPUs)
 	}
-	l, err := c.limits()
+	l, err := c.Limits()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,17 +46,17 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.limits()
+	l, err := c.Limits()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Timeout != 30*time.Second || l.Memory != 512<<20 || l.CPUs != 1 || l.Pids != 128 || l.OutputBytes != 1<<20 {
 		t.Errorf("default limits %+v; want 30s, 512 MiB, 1 CPU, 128 pids, 1 MiB", l)
 	}
-	if img, _ := c.image(); img != "pybox-runtime:base" {
+	if img, _ := c.ImageRef(); img != "pybox-runtime:base" {
 		t.Errorf("default image %q", img)
 	}
 }
@@ -80,13 +82,13 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := parseConfig(t, tt.args, tt.env)
 			if err == nil {
-				err = c.validate()
+				err = c.Validate()
 			}
 			if err == nil {
-				_, err = c.limits()
+				_, err = c.Limits()
 			}
 			if err == nil {
-				_, err = c.logger(io.Discard)
+				_, err = c.Logger(io.Discard)
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one mentioning %q", err, tt.want)
@@ -121,10 +123,10 @@ func TestPolicyPrecedence(t *testing.T) {
 		t.Errorf("strict with overrides: timeout %v (flag 3s) memory %q (env 300m) pids %d cpus %v (policy 64, 0.5)",
 			c.Timeout, c.Memory, c.Pids, c.CPUs)
 	}
-	if err := c.policy.Check("import ctypes"); err == nil {
+	if err := c.LoadedPolicy.Check("import ctypes"); err == nil {
 		t.Error("strict policy let ctypes through")
 	}
-	if d := parse(nil, nil); d.Pids != 128 || d.policy.Check("import ctypes") != nil {
+	if d := parse(nil, nil); d.Pids != 128 || d.LoadedPolicy.Check("import ctypes") != nil {
 		t.Errorf("default policy: pids %d; it must change nothing", d.Pids)
 	}
 	if p := parse(nil, map[string]string{"PYBOX_POLICY": "permissive"}); p.Memory != "2g" || !p.AllowURLReqs {
@@ -150,7 +152,7 @@ func TestAllowSdistSetting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := parseWithPolicy(t, tt.args, tt.env)
-		idx, err := c.index()
+		idx, err := c.Index()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +191,7 @@ func TestEvalFlags(t *testing.T) {
 		}
 	}
 	serve := flag.NewFlagSet("serve", flag.ContinueOnError)
-	(&config{serving: true}).register(serve)
+	(&config{Config: app.Config{Serving: true}}).register(serve)
 	if serve.Lookup("session-ttl") == nil || serve.Lookup("http") == nil {
 		t.Error("serve lost its settings")
 	}

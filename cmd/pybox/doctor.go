@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/sandbox"
@@ -51,7 +52,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := parse(fs, c, args); err != nil {
 		return exitCode(err, stderr)
 	}
-	a, err := newApp(ctx, c, stderr)
+	a, err := app.New(ctx, &c.Config, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "pybox:", err)
 		return 1
@@ -78,8 +79,8 @@ func (d *doctor) line(ok bool, what, detail string) {
 	fmt.Fprintf(d.out, "%s %-22s %s\n", mark, what, detail)
 }
 
-func (d *doctor) run(ctx context.Context, a *app) {
-	v, err := a.engine.Ping(ctx)
+func (d *doctor) run(ctx context.Context, a *app.App) {
+	v, err := a.Engine.Ping(ctx)
 	if errors.Is(err, sandbox.ErrPermission) {
 		d.line(false, "docker", err.Error())
 		return
@@ -88,23 +89,23 @@ func (d *doctor) run(ctx context.Context, a *app) {
 		d.line(false, "docker", err.Error())
 		return
 	}
-	d.engine(a.engine.Choice())
+	d.engine(a.Engine.Choice())
 	d.line(true, "docker", fmt.Sprintf("engine %s, API %s", v.Server, v.APIVersion))
-	d.line(true, "runtimes", strings.Join(v.Runtimes, ", ")+runtimeNote(v.Runtimes, a.cfg.Runtime))
-	img, found, err := a.engine.InspectImage(ctx, a.image)
+	d.line(true, "runtimes", strings.Join(v.Runtimes, ", ")+runtimeNote(v.Runtimes, a.Config.Runtime))
+	img, found, err := a.Engine.InspectImage(ctx, a.Image)
 	if err != nil || !found {
-		d.line(false, "runtime image", a.image+" is missing — run `pybox image build` (or `pybox image build --offline`)")
+		d.line(false, "runtime image", a.Image+" is missing — run `pybox image build` (or `pybox image build --offline`)")
 		return
 	}
-	d.line(true, "runtime image", fmt.Sprintf("%s (%s, %d MB)", a.image, shortID(img.ID), img.Size>>20))
-	store, err := a.openStorage(a.cfg.StorageDir)
+	d.line(true, "runtime image", fmt.Sprintf("%s (%s, %d MB)", a.Image, shortID(img.ID), img.Size>>20))
+	store, err := a.OpenStorage(a.Config.StorageDir)
 	if err != nil {
 		d.line(false, "code storage", err.Error())
 		return
 	}
 	defer store.Close()
 	d.line(true, "code storage", store.Path())
-	d.selfTest(ctx, a, a.sandbox, "")
+	d.selfTest(ctx, a, a.Sandbox, "")
 	d.gvisor(ctx, a, v.Runtimes)
 }
 
@@ -118,22 +119,22 @@ func (d *doctor) engine(ch engine.Choice) {
 
 // gvisor says whether gVisor's runsc is there and works: the self-test
 // again, under runsc. Its absence is no failure (runc is the default).
-func (d *doctor) gvisor(ctx context.Context, a *app, runtimes []string) {
+func (d *doctor) gvisor(ctx context.Context, a *app.App, runtimes []string) {
 	if !slices.Contains(runtimes, "runsc") {
 		d.line(true, "gvisor", "runsc is not registered with the daemon (optional second wall: see docs/security.md, gVisor, to install it)")
 		return
 	}
-	if a.cfg.Runtime == "runsc" {
+	if a.Config.Runtime == "runsc" {
 		d.line(true, "gvisor", "runsc is registered and in use: the self-test above ran under it")
 		return
 	}
-	limits, err := a.cfg.limits()
+	limits, err := a.Config.Limits()
 	if err != nil {
 		d.line(false, "gvisor", err.Error())
 		return
 	}
-	sb, err := sandbox.New(sandbox.Config{Engine: a.engine, Image: a.image, Runtime: "runsc", Limits: limits, WarmPool: -1,
-		RunsDir: filepath.Join(a.cfg.StateDir, "runs"), LeaseDir: filepath.Join(a.cfg.StateDir, "owners"), Log: a.log})
+	sb, err := sandbox.New(sandbox.Config{Engine: a.Engine, Image: a.Image, Runtime: "runsc", Limits: limits, WarmPool: -1,
+		RunsDir: filepath.Join(a.Config.StateDir, "runs"), LeaseDir: filepath.Join(a.Config.StateDir, "owners"), Log: a.Log})
 	if err != nil {
 		d.line(false, "gvisor", err.Error())
 		return
@@ -162,7 +163,7 @@ func runtimeNote(have []string, want string) string {
 // selfTest runs the isolation probe in a real sandbox of sb within two
 // seconds (ten under gVisor, whose first start is slower); suffix marks
 // its lines.
-func (d *doctor) selfTest(ctx context.Context, a *app, sb *sandbox.Sandbox, suffix string) {
+func (d *doctor) selfTest(ctx context.Context, a *app.App, sb *sandbox.Sandbox, suffix string) {
 	line := func(ok bool, what, detail string) { d.line(ok, what+suffix, detail) }
 	ws, err := os.MkdirTemp("", "pybox-doctor-")
 	if err != nil {
@@ -170,7 +171,7 @@ func (d *doctor) selfTest(ctx context.Context, a *app, sb *sandbox.Sandbox, suff
 		return
 	}
 	defer os.RemoveAll(ws)
-	store, err := a.openStorage(ws)
+	store, err := a.OpenStorage(ws)
 	if err != nil {
 		line(false, "isolation", err.Error())
 		return

@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 // toolingVars are PYBOX_* variables that are not settings: the test
@@ -20,10 +22,10 @@ var toolingPrefixes = []string{"PYBOX_REQUIRE_", "PYBOX_E2E_", "PYBOX_TEST_", "P
 // mistyped name is otherwise ignored without a word (PYBOX_TOKENS_FILE
 // for PYBOX_TOKENS would serve everyone without authentication).
 func warnUnknownEnv(w io.Writer, environ []string) {
-	known := (&config{serving: true}).settingVars()
+	known := (&config{Config: app.Config{Serving: true}}).settingVars()
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "PYBOX_") || slices.Contains(known, name) || toolingVar(name) || internalVar(name) {
+		if !strings.HasPrefix(name, "PYBOX_") || slices.Contains(known, name) || toolingVar(name) || app.InternalVar(name) {
 			continue
 		}
 		fmt.Fprintf(w, "pybox: warning: %s is not a pybox setting and is ignored; did you mean %s? (pybox --help lists them)\n",

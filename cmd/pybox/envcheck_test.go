@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 // TestUnknownEnvWarned: a mistyped PYBOX_* variable is named at start,
@@ -15,7 +18,7 @@ func TestUnknownEnvWarned(t *testing.T) {
 	t.Setenv("PYBOX_TIMEOUT", "5s")
 	t.Setenv("PYBOX_REQUIRE_DOCKER", "1")
 	var out bytes.Buffer
-	c := &config{serving: true}
+	c := &config{Config: app.Config{Serving: true}}
 	fs := newFlags("serve", "pybox serve", &out, c)
 	if err := c.parseFlags(fs, nil); err != nil {
 		t.Fatal(err)
@@ -40,11 +43,11 @@ func TestOldInstallNetworkWarned(t *testing.T) {
 	for _, v := range []string{"bridge", "host", "index"} {
 		t.Setenv("PYBOX_INSTALL_NETWORK", v)
 		var out bytes.Buffer
-		c := &config{serving: true}
+		c := &config{Config: app.Config{Serving: true}}
 		if err := c.parseFlags(newFlags("serve", "pybox serve", &out, c), nil); err != nil {
 			t.Fatal(err)
 		}
-		idx, err := c.index()
+		idx, err := c.Index()
 		if err != nil || idx.Network != "index" {
 			t.Errorf("%s: install network %q, %v; want index", v, idx.Network, err)
 		}
@@ -52,5 +55,16 @@ func TestOldInstallNetworkWarned(t *testing.T) {
 		if warned != (v != "index") {
 			t.Errorf("%s: warned %v:\n%s", v, warned, out.String())
 		}
+	}
+}
+
+// TestParentDirsNotWarned: the variable a pybox sets for the servers it
+// starts (app.ParentDirsVar) is no mistyped setting.
+func TestParentDirsNotWarned(t *testing.T) {
+	parent := &app.Config{StorageDir: filepath.Join(t.TempDir(), "code"), StateDir: filepath.Join(t.TempDir(), "state")}
+	var warned strings.Builder
+	warnUnknownEnv(&warned, []string{app.ParentDirsVar + "=" + parent.ParentDirs()[app.ParentDirsVar]})
+	if warned.Len() > 0 {
+		t.Errorf("pybox's own marker is warned about: %s", warned.String())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/sandbox"
 	"github.com/pybox-dev/pybox/sandbox/eval"
 )
@@ -198,8 +199,8 @@ func evalSetup(c *config, jobs *int) (int64, error) {
 	}
 	c.MaxConcurrent = max(*jobs, 1)
 	c.QueueWait = 24 * time.Hour // every sample waits its turn: a busy error would be pybox's own doing
-	c.inMemory = true            // workspaces are tmpfs: no storage, run folders or quota filesystem to open
-	n, err := c.codeLimit()
+	c.InMemory = true            // workspaces are tmpfs: no storage, run folders or quota filesystem to open
+	n, err := c.CodeLimit()
 	return int64(n), err
 }
 
@@ -209,7 +210,7 @@ func evalRun(ctx context.Context, c *config, b *eval.Batch, opts eval.Options, s
 		b.Summary(nil)
 		return 0
 	}
-	a, err := newApp(ctx, c, stderr)
+	a, err := app.New(ctx, &c.Config, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "pybox eval:", err)
 		return exitFailure
@@ -217,12 +218,12 @@ func evalRun(ctx context.Context, c *config, b *eval.Batch, opts eval.Options, s
 	defer a.Close()
 	// A batch stopped while the daemon was away left containers it could
 	// not remove; the next pybox on the same state directory removes them.
-	if n, err := a.sandbox.ReapOrphans(ctx); err != nil {
-		a.log.Warn("could not look for leftover containers", "err", err)
+	if n, err := a.Sandbox.ReapOrphans(ctx); err != nil {
+		a.Log.Warn("could not look for leftover containers", "err", err)
 	} else if n > 0 {
 		fmt.Fprintf(stderr, "pybox eval: removed %d containers left by an earlier pybox on this state directory\n", n)
 	}
-	if err := a.start(ctx, false); err != nil {
+	if err := a.Start(ctx, false); err != nil {
 		fmt.Fprintln(stderr, "pybox eval:", err)
 		return evalFailed(ctx)
 	}
@@ -247,25 +248,25 @@ func evalFailed(ctx context.Context) int {
 }
 
 // evalBackend is eval's view of an app.
-type evalBackend struct{ a *app }
+type evalBackend struct{ a *app.App }
 
-func (e evalBackend) Canonical(reqs []string) ([]string, error) { return e.a.envs.Canonical(reqs) }
+func (e evalBackend) Canonical(reqs []string) ([]string, error) { return e.a.Envs.Canonical(reqs) }
 
 func (e evalBackend) Environment(ctx context.Context, variant string) (images.Environment, error) {
 	if variant == "" {
-		return e.a.envs.Active(), nil
+		return e.a.Envs.Active(), nil
 	}
-	want := e.a.cfg.initialEnv()
+	want := e.a.Config.InitialEnv()
 	want.Variant, want.BaseImage = variant, ""
-	return e.a.envs.Configure(ctx, want)
+	return e.a.Envs.Configure(ctx, want)
 }
 
 func (e evalBackend) Install(ctx context.Context, env images.Environment, reqs []string) (images.InstallResult, error) {
-	return e.a.inst.Install(ctx, env, reqs)
+	return e.a.Installer.Install(ctx, env, reqs)
 }
 
-func (e evalBackend) Guard(code string) (*sandbox.Guard, error) { return e.a.cfg.guard(code) }
+func (e evalBackend) Guard(code string) (*sandbox.Guard, error) { return e.a.Config.Guard(code) }
 
 func (e evalBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result, error) {
-	return e.a.sandbox.Run(ctx, p)
+	return e.a.Sandbox.Run(ctx, p)
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 const gcSynopsis = `pybox gc [--all] [--dry-run] [flags]
@@ -26,13 +27,13 @@ func gcCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, c, args); err != nil {
 		return err
 	}
-	a, err := newApp(ctx, c, stderr)
+	a, err := app.New(ctx, &c.Config, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	if !*dry {
-		n, err := a.sandbox.ReapOrphans(ctx)
+		n, err := a.Sandbox.ReapOrphans(ctx)
 		if err != nil {
 			return err
 		}
@@ -64,8 +65,8 @@ func keptImages(stateDir string) ([]string, error) {
 }
 
 // gcLayers removes package-layer images not in keep (all of them with all).
-func gcLayers(ctx context.Context, a *app, keep []string, all, dry bool, stdout io.Writer) error {
-	layers, err := a.engine.ListImages(ctx, "pybox.managed", "image")
+func gcLayers(ctx context.Context, a *app.App, keep []string, all, dry bool, stdout io.Writer) error {
+	layers, err := a.Engine.ListImages(ctx, "pybox.managed", "image")
 	if err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func gcLayers(ctx context.Context, a *app, keep []string, all, dry bool, stdout 
 			removed++
 			continue
 		}
-		if err := a.engine.RemoveImage(ctx, img.ID); err != nil {
+		if err := a.Engine.RemoveImage(ctx, img.ID); err != nil {
 			fmt.Fprintf(stdout, "kept %v: %v\n", img.Tags, err) // in use by a child layer or a container
 			kept++
 			continue

@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/pybox-dev/pybox/sandbox"
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 // maxHTTPBody bounds one request body: a tool call's arguments (code,
@@ -56,54 +54,54 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 		return fmt.Errorf("--http %s is not a loopback address and there is no --tokens file: anyone who reaches it could run code. "+
 			"Give a tokens file (lines \"TENANT TOKEN\"), listen on 127.0.0.1, or pass --insecure-no-auth", c.HTTPAddr)
 	}
-	base, err := newApp(ctx, c, stderr)
+	base, err := app.New(ctx, &c.Config, stderr)
 	if err != nil {
 		return err
 	}
 	defer base.Close()
 	// In a container, the folders pybox mounts into sandboxes must be the
 	// Docker host's (every tenant's are under these two).
-	if err := base.checkSameHost(ctx, c.StorageDir, c.StateDir); err != nil {
+	if err := base.CheckRoots(ctx); err != nil { // every tenant's folders are under these
 		return err
 	}
-	base.hostChecked = true // every tenant's folders are under these
 	stopping, stopStreams := context.WithCancel(context.Background())
 	defer stopStreams()
-	t := &tenants{ctx: ctx, stopping: stopping, base: base, byName: map[string]*tenantServer{}, log: base.log}
+	t := &tenants{ctx: ctx, stopping: stopping, base: base, byName: map[string]*tenantServer{}, log: base.Log}
 	t.tokens.Store(toks)
-	base.metrics = newMetrics(t.pools)
+	t.metrics = newMetrics(t.pools)
+	base.Observe(t.metrics.tenant(""))
 	defer t.close()
 
-	ln, err := c.listen(c.HTTPAddr, base.log)
+	ln, err := c.listen(c.HTTPAddr, base.Log)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", t.mcpHandler(splitList(c.AllowedOrigins)))
-	mux.HandleFunc("/healthz", base.healthz)
+	mux.Handle("/mcp", t.mcpHandler(app.SplitList(c.AllowedOrigins)))
+	mux.HandleFunc("/healthz", healthz(base))
 	if toks == nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(base.metrics.reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(t.metrics.reg, promhttp.HandlerOpts{}))
 	}
-	access, err := c.accessLogger(stderr)
+	access, err := c.AccessLogger(stderr)
 	if err != nil {
 		return err
 	}
-	srv := c.httpServer(accessLog(mux, access, base.log, base.metrics))
+	srv := c.httpServer(accessLog(mux, access, base.Log, t.metrics))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
 	if c.MetricsAddr != "" {
-		mln, err := c.listen(c.MetricsAddr, base.log)
+		mln, err := c.listen(c.MetricsAddr, base.Log)
 		if err != nil {
 			srv.Close()
 			return fmt.Errorf("listen on --metrics-addr %s: %w", c.MetricsAddr, err)
 		}
-		metricsSrv = c.httpServer(promhttp.HandlerFor(base.metrics.reg, promhttp.HandlerOpts{}))
+		metricsSrv = c.httpServer(promhttp.HandlerFor(t.metrics.reg, promhttp.HandlerOpts{}))
 		go metricsSrv.Serve(mln)
 		defer metricsSrv.Close()
 	}
-	base.log.Info("pybox serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
-		"tenants", toks.describe(), "image", base.image)
+	base.Log.Info("pybox serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
+		"tenants", toks.describe(), "image", base.Image)
 	if toks != nil {
 		stopReload := t.reloadOnHUP(c.TokensFile)
 		defer stopReload()
@@ -115,12 +113,12 @@ func serveHTTP(ctx context.Context, c *config, stderr io.Writer) error {
 	}
 	// Drain: no new connections; calls in flight finish (or the grace ends);
 	// the event streams clients keep open (GET) end now.
-	base.log.Info("stopping: waiting for calls in flight", "grace", c.ShutdownGrace)
+	base.Log.Info("stopping: waiting for calls in flight", "grace", c.ShutdownGrace)
 	stopStreams()
 	grace, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(grace); err != nil {
-		base.log.Warn("calls still in flight after the grace period: they are stopped", "err", err)
+		base.Log.Warn("calls still in flight after the grace period: they are stopped", "err", err)
 		srv.Close()
 	}
 	return nil
@@ -132,16 +130,6 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // tenant returns the tenant of token, comparing in constant time against
@@ -164,7 +152,8 @@ func (ts *tokenSet) tenant(token string) (string, bool) {
 type tenants struct {
 	ctx      context.Context
 	stopping context.Context // cancelled when the server starts to stop: open event streams end
-	base     *app
+	base     *app.App
+	metrics  *metrics
 	log      *slog.Logger
 	tokens   atomic.Pointer[tokenSet]
 	mu       sync.Mutex
@@ -175,7 +164,7 @@ type tenants struct {
 // tenantServer is one tenant's pybox: its app (sandbox, environment,
 // storage), MCP server and streamable HTTP handler, and call quota.
 type tenantServer struct {
-	app      *app
+	app      *app.App
 	handler  http.Handler
 	stop     func()
 	rate     *rateLimit
@@ -199,78 +188,25 @@ func (t *tenants) get(name string) (*tenantServer, error) {
 	a := t.base
 	if name != "" {
 		var err error
-		if a, err = newTenantApp(t.base, name); err != nil {
+		if a, err = app.NewTenant(t.base, name); err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", name, err)
 		}
+		a.Observe(t.metrics.tenant(name))
 	}
-	srv, stop, err := a.mcpServer(t.ctx)
+	srv, stop, err := a.MCPServer(t.ctx)
 	if err != nil {
 		if a != t.base {
-			a.sandbox.Close()
+			a.Sandbox.Close()
 		}
 		return nil, fmt.Errorf("tenant %s: %w", name, err)
 	}
-	ts := &tenantServer{app: a, stop: stop, rate: newRateLimit(t.base.cfg.TenantRate), sessions: &sessionGate{srv: srv, max: t.base.cfg.MaxMCPSessions}}
-	srv.AddReceivingMiddleware(ts.quota(t.base.metrics))
+	ts := &tenantServer{app: a, stop: stop, rate: newRateLimit(t.base.Config.TenantRate), sessions: &sessionGate{srv: srv, max: t.base.Config.MaxMCPSessions}}
+	srv.AddReceivingMiddleware(ts.quota(t.metrics))
 	ts.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxHTTPBody, Logger: a.log, SessionTimeout: t.base.cfg.SessionTTL})
+		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxHTTPBody, Logger: a.Log, SessionTimeout: t.base.Config.SessionTTL})
 	t.byName[name] = ts
-	t.log.Info("tenant ready", "tenant", name, "code_storage_dir", a.cfg.StorageDir)
+	t.log.Info("tenant ready", "tenant", name, "code_storage_dir", a.Config.StorageDir)
 	return ts, nil
-}
-
-// newTenantApp is base's pybox for one tenant: the same engine and
-// settings, with its own code storage (CODE_STORAGE_DIR/tenants/NAME),
-// state directory (sessions, environment, leases, run folders), sandbox
-// (its warm pool, programs-at-once and sessions limits) and environment
-// manager. Package layers with the same content are shared underneath, as
-// images; which ones a tenant's environment uses is its own.
-func newTenantApp(base *app, name string) (*app, error) {
-	cfg := *base.cfg
-	cfg.StorageDir = filepath.Join(base.cfg.StorageDir, "tenants", name)
-	cfg.StateDir = filepath.Join(base.cfg.StateDir, "tenants", name)
-	for _, d := range []string{filepath.Dir(cfg.StorageDir), cfg.StateDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	limits, err := cfg.limits()
-	if err != nil {
-		return nil, err
-	}
-	lists, err := tenantEgress(cfg.TenantEgress)
-	if err != nil {
-		return nil, err
-	}
-	if list, ok := lists[name]; ok {
-		cfg.EgressAllow = list
-	}
-	eg, err := cfg.egress()
-	if err != nil {
-		return nil, err
-	}
-	log := base.log.With("tenant", name)
-	vol, err := cfg.storageFS(limits, base.backend != nil, log)
-	if err != nil {
-		return nil, err
-	}
-	sb, err := sandbox.New(sandbox.Config{Engine: base.engine, Backend: base.backend, Image: base.image, Runtime: cfg.Runtime, User: base.user, Limits: limits, Filesystem: fsOf(vol),
-		SharedUID:     base.backend != nil,
-		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
-		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
-		StorageDirs: cfg.storageDirs(), Egress: eg, Log: log})
-	if err != nil {
-		closeVolume(vol, log)
-		return nil, err
-	}
-	a := &app{cfg: &cfg, log: log, engine: base.engine, backend: base.backend, sandbox: sb, image: base.image, user: base.user,
-		progress: base.progress, tenant: name, metrics: base.metrics, hostChecked: base.hostChecked, volume: vol}
-	if err := a.newManager(); err != nil {
-		sb.Close()
-		closeVolume(vol, log)
-		return nil, err
-	}
-	return a, nil
 }
 
 // pools reports each tenant's ready warm containers.
@@ -279,7 +215,7 @@ func (t *tenants) pools() map[string]int {
 	defer t.mu.Unlock()
 	out := map[string]int{}
 	for name, ts := range t.byName {
-		out[name] = ts.app.sandbox.PoolReady()
+		out[name] = ts.app.Sandbox.PoolReady()
 	}
 	return out
 }
@@ -295,11 +231,11 @@ func (t *tenants) close() {
 	t.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ts := range all {
-		ts.app.sandbox.Shutdown()
+		ts.app.Sandbox.Shutdown()
 		wg.Go(func() {
 			ts.stop()
 			if ts.app != t.base {
-				ts.app.closeTenant()
+				ts.app.CloseTenant()
 			}
 		})
 	}
@@ -343,7 +279,7 @@ func (t *tenants) mcpHandler(origins []string) http.Handler {
 		if openingSession(r) {
 			release, open, ok := ts.sessions.admit()
 			if !ok {
-				ts.refuseSession(w, open, t.base.metrics)
+				ts.refuseSession(w, open, t.metrics)
 				return
 			}
 			defer release()
@@ -369,7 +305,7 @@ func (ts *tenantServer) quota(m *metrics) mcp.Middleware {
 				return next(ctx, method, req)
 			}
 			if wait, ok := ts.rate.take(time.Now()); !ok {
-				m.refused.WithLabelValues(ts.app.tenant, "calls_per_minute").Inc()
+				m.refused.WithLabelValues(ts.app.Tenant(), "calls_per_minute").Inc()
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 					"quota: this tenant may make %d tool calls per minute and has made them; nothing was run — try again in %.0f s",
 					ts.rate.perMinute, max(1, wait.Seconds()))}}}, nil
@@ -410,29 +346,19 @@ func (r *rateLimit) take(now time.Time) (time.Duration, bool) {
 	return time.Duration((1 - r.tokens) / rate * float64(time.Second)), false
 }
 
-// healthz answers 200 when Docker answers and the runtime image is there
-// (on Kubernetes: when the API server lists pybox's pods),
-// else 503, with a JSON body saying which.
-func (a *app) healthz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	out := map[string]string{"docker": "ok", "image": a.image}
-	code := http.StatusOK
-	if a.backend != nil { // Kubernetes: the API server answers for pybox's pods; the cluster pulls the image
-		out = map[string]string{"kubernetes": "ok", "image": a.image}
-		if _, err := a.backend.List(ctx, map[string]string{sandbox.LabelManaged: "true"}); err != nil {
-			out["kubernetes"], code = err.Error(), http.StatusServiceUnavailable
+// healthz answers 200 when a can run programs (app.App.Health), else
+// 503, with a JSON body saying which part failed.
+func healthz(a *app.App) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		out, ok := a.Health(r.Context())
+		code := http.StatusOK
+		if !ok {
+			code = http.StatusServiceUnavailable
 		}
-	} else if _, err := a.engine.Ping(ctx); err != nil {
-		out["docker"], code = err.Error(), http.StatusServiceUnavailable
-	} else if _, found, err := a.engine.InspectImage(ctx, a.image); err != nil || !found {
-		out["image_status"], code = "missing (it is built on first use, or run `pybox image build`)", http.StatusServiceUnavailable
-	} else {
-		out["image_status"] = "present"
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(out)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(out)
 }
 
 // loggedResponse notes a response's status for the access log; it keeps

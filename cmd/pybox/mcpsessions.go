@@ -50,9 +50,9 @@ func openingSession(r *http.Request) bool {
 
 // refuseSession answers a request for a session past the tenant's cap.
 func (ts *tenantServer) refuseSession(w http.ResponseWriter, open int, m *metrics) {
-	m.refused.WithLabelValues(ts.app.tenant, "mcp_sessions").Inc()
+	m.refused.WithLabelValues(ts.app.Tenant(), "mcp_sessions").Inc()
 	w.Header().Set("Retry-After", "60")
 	http.Error(w, fmt.Sprintf("too many MCP sessions: this tenant has %d open (or opening), its limit (--max-mcp-sessions); "+
 		"close one (DELETE /mcp with its Mcp-Session-Id) or wait until an idle one ends (--session-ttl %s)",
-		open, ts.app.cfg.SessionTTL), http.StatusTooManyRequests)
+		open, ts.app.Config.SessionTTL), http.StatusTooManyRequests)
 }

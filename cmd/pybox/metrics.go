@@ -1,15 +1,13 @@
 package main
 
 import (
-	"context"
 	"github.com/pybox-dev/pybox/internal/egress"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pybox-dev/pybox/images"
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/sandbox"
-	"github.com/pybox-dev/pybox/tools"
 )
 
 // metrics are what `pybox serve --http` exports on /metrics, per tenant
@@ -66,12 +64,18 @@ func (p poolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// observeRun records a run of a's tenant (tools.Config.Observe).
-func (a *app) observeRun(path string, res sandbox.Result, err error) {
-	m := a.metrics
-	if m == nil {
-		return
-	}
+// tenant is m as the observer of one tenant's app.
+func (m *metrics) tenant(name string) app.Observer { return tenantMetrics{m, name} }
+
+// tenantMetrics counts one tenant's runs and installs (app.Observer).
+type tenantMetrics struct {
+	m      *metrics
+	tenant string
+}
+
+// Run records a run of the tenant's.
+func (o tenantMetrics) Run(path string, res sandbox.Result, err error) {
+	m := o.m
 	outcome := "ok"
 	switch {
 	case err != nil:
@@ -87,15 +91,18 @@ func (a *app) observeRun(path string, res sandbox.Result, err error) {
 	case res.ExitCode != 0:
 		outcome = "exit"
 	}
-	m.runs.WithLabelValues(a.tenant, outcome).Inc()
+	m.runs.WithLabelValues(o.tenant, outcome).Inc()
 	if err == nil {
-		m.latency.WithLabelValues(a.tenant, path).Observe(res.Duration.Seconds())
+		m.latency.WithLabelValues(o.tenant, path).Observe(res.Duration.Seconds())
 	}
 	if path == "cold" {
-		m.misses.WithLabelValues(a.tenant).Inc()
+		m.misses.WithLabelValues(o.tenant).Inc()
 	}
-	m.observeEgress(a.tenant, res.Egress)
+	m.observeEgress(o.tenant, res.Egress)
 }
+
+// Install records an install's result (new, cached, failed).
+func (o tenantMetrics) Install(result string) { o.m.installs.WithLabelValues(o.tenant, result).Inc() }
 
 // observeEgress counts what a run's egress proxy saw.
 func (m *metrics) observeEgress(tenant string, r egress.Report) {
@@ -108,32 +115,6 @@ func (m *metrics) observeEgress(tenant string, r egress.Report) {
 	if r.Dropped > 0 {
 		m.egress.WithLabelValues(tenant, "dropped").Add(float64(r.Dropped))
 	}
-}
-
-// observedEnvs is a's environment manager, its installs counted.
-func (a *app) observedEnvs() tools.Environments {
-	if a.metrics == nil {
-		return a.envs
-	}
-	return countedEnvs{a.envs, a}
-}
-
-type countedEnvs struct {
-	*images.Manager
-	a *app
-}
-
-func (e countedEnvs) Install(ctx context.Context, specs []string) (images.InstallResult, error) {
-	res, err := e.Manager.Install(ctx, specs)
-	result := "new"
-	switch {
-	case err != nil:
-		result = "failed"
-	case res.Cached:
-		result = "cached"
-	}
-	e.a.metrics.installs.WithLabelValues(e.a.tenant, result).Inc()
-	return res, err
 }
 
 // sinceMS is a duration in milliseconds, for access logs.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/tools"
 )
 
@@ -43,7 +44,7 @@ func TestREADMEDocumentsEverything(t *testing.T) {
 	}
 	docs := all.String()
 	var want []string
-	for _, s := range (&config{serving: true}).settings() {
+	for _, s := range (&config{Config: app.Config{Serving: true}}).settings() {
 		want = append(want, "`"+s.env+"`", "`--"+s.flag+"`")
 	}
 	for _, set := range tools.Toolsets() {

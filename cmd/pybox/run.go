@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/internal/storage"
 	"github.com/pybox-dev/pybox/policies"
 	"github.com/pybox-dev/pybox/sandbox"
@@ -97,24 +98,24 @@ func readRunInputs(path, stdinFile string, stdin io.Reader) (code []byte, input 
 // runOnce runs code in the sandbox with a fresh, private workspace.
 func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr io.Writer) (sandbox.Result, error) {
 	c.WarmPool = 0 // one run, then exit: a pool would only start containers to remove them
-	guard, err := c.guard(string(code))
+	guard, err := c.Guard(string(code))
 	if err != nil {
 		return sandbox.Result{}, err
 	}
-	a, err := newApp(ctx, c, stderr)
+	a, err := app.New(ctx, &c.Config, stderr)
 	if err != nil {
 		return sandbox.Result{}, err
 	}
 	defer a.Close()
-	if err := a.start(ctx, false); err != nil {
+	if err := a.Start(ctx, false); err != nil {
 		return sandbox.Result{}, err
 	}
 	// The program comes with its request, and /workspace is the
 	// container's own tmpfs: a private workspace, gone with the container,
 	// and no host path (so pybox in a container needs no shared folder).
 	source := string(code)
-	env := a.envs.Active()
-	return a.sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), File: storage.NewCodeName("main"), Source: &source, Stdin: input, Guard: guard})
+	env := a.Envs.Active()
+	return a.Sandbox.Run(ctx, sandbox.Program{Image: env.Ref(), Python: env.RunPython(), File: storage.NewCodeName("main"), Source: &source, Stdin: input, Guard: guard})
 }
 
 // report prints the result and returns the exit status for it.

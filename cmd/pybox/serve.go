@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/pybox-dev/pybox/tools"
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := &config{serving: true}
+	c := &config{Config: app.Config{Serving: true}}
 	fs := newFlags("serve", "pybox serve [flags]", stderr, c)
 	if err := parse(fs, c, args); err != nil {
 		return err
@@ -27,91 +26,26 @@ func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if c.HTTPAddr != "" {
 		return serveHTTP(ctx, c, stderr)
 	}
-	a, err := newApp(ctx, c, stderr)
+	a, err := app.New(ctx, &c.Config, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	srv, stop, err := a.mcpServer(ctx)
+	srv, stop, err := a.MCPServer(ctx)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	a.log.Info("pybox serving MCP over stdio", "version", version, "code_storage_dir", c.StorageDir, "image", a.image)
+	a.Log.Info("pybox serving MCP over stdio", "version", version, "code_storage_dir", c.StorageDir, "image", a.Image)
 	// The client going away (stdin EOF) or a signal (ctx) stops the runs in
 	// flight at once: their containers go, and the server exits in seconds
 	// instead of waiting for them.
-	defer context.AfterFunc(ctx, a.sandbox.Shutdown)()
-	err = runStdio(ctx, srv, stdio{in: stdin, out: stdout, stall: c.StallTimeout}, a.log, a.sandbox.Shutdown)
+	defer context.AfterFunc(ctx, a.Sandbox.Shutdown)()
+	err = runStdio(ctx, srv, stdio{in: stdin, out: stdout, stall: c.StallTimeout}, a.Log, a.Sandbox.Shutdown)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
-}
-
-// mcpServer makes a's MCP server: its code storage and session folders
-// opened, leftovers of an earlier pybox on its state directory removed,
-// and its environment made ready in the background (until ctx ends).
-// stop releases what it opened.
-func (a *app) mcpServer(ctx context.Context) (*mcp.Server, func(), error) {
-	c := a.cfg
-	var closers []func()
-	stop := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	fail := func(err error) (*mcp.Server, func(), error) { stop(); return nil, nil, err }
-	store, err := a.openStorage(c.StorageDir)
-	if err != nil {
-		return fail(err)
-	}
-	closers = append(closers, func() { store.Close() })
-	sessions, err := a.openSessions()
-	if err != nil {
-		return fail(err)
-	}
-	closers = append(closers, func() { sessions.Close() })
-	if n, err := a.sandbox.ReapOrphans(ctx); err != nil {
-		a.log.Warn("could not look for leftover containers", "err", err)
-	} else if n > 0 {
-		a.log.Info("removed containers left by a previous pybox", "count", n)
-	}
-	if !a.hostChecked {
-		if err := a.checkSameHost(ctx, store.Path(), sessions.Path(), filepath.Join(c.StateDir, "runs")); err != nil {
-			return fail(err)
-		}
-	}
-	// The environment is made ready (image built, packages preinstalled) in
-	// the background; when the server stops that work is cancelled.
-	readyCtx, stopReady := context.WithCancel(ctx)
-	ready := a.newReadiness(readyCtx)
-	closers = append(closers, func() { stopReady(); ready.wg.Wait() })
-	codeLimit, err := c.codeLimit()
-	if err != nil {
-		return fail(err)
-	}
-	fileLimit, err := c.fileLimit()
-	if err != nil {
-		return fail(err)
-	}
-	var modes tools.CodeMode
-	cm, err := newCodeMode(c, a.log)
-	if err != nil {
-		return fail(err)
-	}
-	if cm != nil {
-		closers = append(closers, cm.Close)
-		modes = cm
-	}
-	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.sandbox, Storage: store, Sessions: sessions, Scratch: a.backend != nil, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
-		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.policy.Check, GuardRules: c.policy.GuardRules(), CodeMode: modes, Version: version, Log: a.log, Observe: a.observeRun,
-	})
-	if err != nil {
-		return fail(err)
-	}
-	return srv, stop, nil
 }
 
 // stdio is the server's end of the stdio transport.

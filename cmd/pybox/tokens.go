@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 // tokenSet maps bearer tokens (by their SHA-256) to tenants.
@@ -18,8 +19,6 @@ type tokenSet struct {
 	tenants []string
 	sums    [][32]byte
 }
-
-var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // loadTokens reads a tokens file for the server's start: one "TENANT
 // TOKEN" per line; blank lines and lines starting with # are skipped. A
@@ -90,7 +89,7 @@ func tokenLine(line string) (tenant, token string, err error) {
 	switch {
 	case len(f) != 2:
 		return "", "", errors.New(`want "TENANT TOKEN"`)
-	case !tenantName.MatchString(f[0]):
+	case !app.TenantName.MatchString(f[0]):
 		return "", "", fmt.Errorf("tenant %q: use 1-63 of a-z, 0-9, _ and -, starting with a letter or digit", f[0])
 	case len(f[1]) < 16:
 		return "", "", fmt.Errorf("the token is %d characters; use at least 16 (say, openssl rand -hex 32)", len(f[1]))
@@ -156,10 +155,10 @@ func (t *tenants) removeGone(toks *tokenSet) {
 		for s := range ts.sessions.srv.Sessions() {
 			s.Close()
 		}
-		ts.app.sandbox.Shutdown()
+		ts.app.Sandbox.Shutdown()
 		ts.stop()
-		ts.app.closeTenant()
-		t.log.Info("tenant removed: its token is no longer in the tokens file; its sessions and containers are gone", "tenant", ts.app.tenant)
+		ts.app.CloseTenant()
+		t.log.Info("tenant removed: its token is no longer in the tokens file; its sessions and containers are gone", "tenant", ts.app.Tenant())
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 //   - CONDA_ENV_NAME without ENV_TYPE and without an image (mcp_code_executor
 //     defaults to conda): the sandbox's venv is used, and the note says how
 //     to use conda instead.
-func (c *config) adoptHostSettings() []string {
+func (c *Config) adoptHostSettings() []string {
 	var notes []string
 	for _, v := range []struct {
 		name string
@@ -41,7 +41,7 @@ func (c *config) adoptHostSettings() []string {
 		*v.path = ""
 		c.EnvType = images.EnvVenvUV
 	}
-	if c.CondaName != "" && c.Image == "" && os.Getenv("ENV_TYPE") == "" && !c.given["env-type"] {
+	if c.CondaName != "" && c.Image == "" && !c.EnvTypeChosen {
 		notes = append(notes, fmt.Sprintf("CONDA_ENV_NAME=%s names a conda environment, but the runtime image has no conda: "+
 			"programs run in the sandbox's venv (install packages with install_dependencies); to use conda, set ENV_TYPE=conda "+
 			"and PYBOX_IMAGE to an image that has conda and that environment", c.CondaName))

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"fmt"
@@ -7,16 +7,16 @@ import (
 	"strings"
 )
 
-// parentDirsVar is what a pybox tells the command servers it starts (code
+// ParentDirsVar is what a pybox tells the command servers it starts (code
 // mode): its code storage and state dir. A pybox started that way (a
 // second pybox listed as a downstream server) gets no other PYBOX_*
 // setting and no CODE_STORAGE_DIR of its parent, so its own defaults
 // apply; notNested refuses those when they reach the parent's folders.
-const parentDirsVar = "PYBOX_PARENT_DIRS"
+const ParentDirsVar = "PYBOX_PARENT_DIRS"
 
-// parentDirs is the value of parentDirsVar for c's downstream servers.
-func (c *config) parentDirs() map[string]string {
-	return map[string]string{parentDirsVar: realish(c.StorageDir) + string(os.PathListSeparator) + realish(c.StateDir)}
+// ParentDirs is the value of ParentDirsVar for c's downstream servers.
+func (c *Config) ParentDirs() map[string]string {
+	return map[string]string{ParentDirsVar: realish(c.StorageDir) + string(os.PathListSeparator) + realish(c.StateDir)}
 }
 
 // notNested refuses, in a pybox started as another's downstream server,
@@ -24,7 +24,7 @@ func (c *config) parentDirs() map[string]string {
 // parent's (listed in parent): with the defaults both would share one
 // folder, and a tenant's program could reach every tenant's files through
 // it, or the servers file there would start pybox after pybox.
-func (c *config) notNested(parent string) error {
+func (c *Config) notNested(parent string) error {
 	if parent == "" {
 		return nil
 	}
@@ -34,12 +34,12 @@ func (c *config) notNested(parent string) error {
 			if p != "" && (within(d, p) || within(p, d)) {
 				return fmt.Errorf("this pybox was started as a downstream MCP server of another pybox (%s), and its %s %s would share that pybox's folder %s: "+
 					"give it its own CODE_STORAGE_DIR and PYBOX_STATE_DIR, outside the other pybox's, in the \"env\" of its entry in the servers file",
-					parentDirsVar, own.name, own.dir, p)
+					ParentDirsVar, own.name, own.dir, p)
 			}
 		}
 	}
 	return nil
 }
 
-// internalVar reports whether name is a variable pybox sets itself.
-func internalVar(name string) bool { return strings.EqualFold(name, parentDirsVar) }
+// InternalVar reports whether name is a variable pybox sets itself.
+func InternalVar(name string) bool { return strings.EqualFold(name, ParentDirsVar) }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -37,20 +37,20 @@ func inContainer() bool {
 // inside pybox's container (or a volume mounted at another path) would be
 // an empty host folder to the sandboxes, and files would vanish between
 // the file tools and the programs. Outside a container it checks nothing.
-func (a *app) checkSameHost(ctx context.Context, dirs ...string) error {
+func (a *App) checkSameHost(ctx context.Context, dirs ...string) error {
 	if !inContainer() || a.backend != nil { // pods mount no host folder
 		return nil
 	}
-	if _, found, err := a.engine.InspectImage(ctx, a.image); err == nil && !found {
+	if _, found, err := a.Engine.InspectImage(ctx, a.Image); err == nil && !found {
 		// First start: the image is built in the background, and the probe
 		// needs it. The next start checks.
-		a.log.Warn("could not check yet that the folders pybox mounts are the Docker host's: the runtime image is not built; the next start checks", "image", a.image)
+		a.Log.Warn("could not check yet that the folders pybox mounts are the Docker host's: the runtime image is not built; the next start checks", "image", a.Image)
 		return nil
 	}
 	err := a.sameHost(ctx, dirs)
 	if errors.Is(err, engine.ErrUnreachable) {
 		// Nothing runs until Docker answers; runs then say so clearly.
-		a.log.Warn("could not check that the folders pybox mounts are the Docker host's: Docker does not answer", "err", err)
+		a.Log.Warn("could not check that the folders pybox mounts are the Docker host's: Docker does not answer", "err", err)
 		return nil
 	}
 	return err
@@ -59,7 +59,7 @@ func (a *app) checkSameHost(ctx context.Context, dirs ...string) error {
 // sameHost writes a file with a random content in each folder and has one
 // container of the Docker host, with the folders mounted read-only, print
 // them back; a folder whose file it does not find is not the host's.
-func (a *app) sameHost(ctx context.Context, dirs []string) error {
+func (a *App) sameHost(ctx context.Context, dirs []string) error {
 	var want bytes.Buffer
 	var mounts []mount.Mount
 	cmd := []string{"cat"}
@@ -86,11 +86,11 @@ func (a *app) sameHost(ctx context.Context, dirs []string) error {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	exit, err := a.engine.Run(ctx, engine.Spec{
-		Name: a.sandbox.Owner().ContainerName("probe"),
+	exit, err := a.Engine.Run(ctx, engine.Spec{
+		Name: a.Sandbox.Owner().ContainerName("probe"),
 		// Root with only the capability to read any file (the folders may
 		// be 0700, each its owner's); it runs cat on pybox's files, nothing else.
-		Config: &container.Config{Image: a.image, Cmd: cmd, User: "0:0", NetworkDisabled: true, Labels: a.sandbox.Owner().Labels("probe")},
+		Config: &container.Config{Image: a.Image, Cmd: cmd, User: "0:0", NetworkDisabled: true, Labels: a.Sandbox.Owner().Labels("probe")},
 		Host:   host,
 		Stdout: &out, Timeout: 30 * time.Second,
 	})

@@ -1,4 +1,4 @@
-package main
+package app
 
 // chownsForSandbox: Docker Desktop's file sharing maps the ownership of a
 // Windows folder; pybox never changes it (Windows files have no uid).

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"fmt"
@@ -12,13 +12,13 @@ import (
 // egress is the egress proxy's configuration for programs: the allowlist
 // (empty: no network at all), the private addresses the operator allows
 // and, for tests only, a static resolver.
-func (c *config) egress() (*egress.Config, error) {
-	allow, err := egress.ParseAllowlist(splitList(c.EgressAllow))
+func (c *Config) egress() (*egress.Config, error) {
+	allow, err := egress.ParseAllowlist(SplitList(c.EgressAllow))
 	if err != nil {
 		return nil, fmt.Errorf("PYBOX_EGRESS_ALLOW: %w", err)
 	}
 	cfg := &egress.Config{Allow: allow}
-	for _, a := range splitList(c.EgressAddrs) {
+	for _, a := range SplitList(c.EgressAddrs) {
 		p, err := parsePrefix(a)
 		if err != nil {
 			return nil, fmt.Errorf("PYBOX_EGRESS_ALLOW_ADDRS: %w", err)
@@ -51,7 +51,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // addresses and nothing else resolves (tests only).
 func testResolver(s string) (egress.Resolver, error) {
 	table := map[string][]netip.Addr{}
-	for _, e := range splitList(s) {
+	for _, e := range SplitList(s) {
 		name, addr, ok := strings.Cut(e, "=")
 		a, err := netip.ParseAddr(addr)
 		if !ok || err != nil || name == "" {
@@ -84,9 +84,9 @@ func tenantEgress(path string) (map[string]string, error) {
 		if list == "-" {
 			list = ""
 		}
-		_, perr := egress.ParseAllowlist(splitList(list))
+		_, perr := egress.ParseAllowlist(SplitList(list))
 		switch {
-		case !ok || !tenantName.MatchString(tenant):
+		case !ok || !TenantName.MatchString(tenant):
 			return nil, fmt.Errorf("tenant egress file %s line %d: want \"TENANT HOST,HOST...\"", path, i+1)
 		case perr != nil:
 			return nil, fmt.Errorf("tenant egress file %s line %d: %w", path, i+1, perr)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package app
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func TestQuotaModeSelection(t *testing.T) {
 	limits := sandbox.Limits{WorkspaceBytes: 8 << 20, WorkspaceFiles: 500}
 	start := func(t *testing.T, mode string, occupied bool) (*quotafs.Volume, error, string) {
 		root := t.TempDir()
-		c := &config{QuotaMode: mode, StorageDir: filepath.Join(root, "code"), StateDir: filepath.Join(root, "state")}
+		c := &Config{QuotaMode: mode, StorageDir: filepath.Join(root, "code"), StateDir: filepath.Join(root, "state")}
 		if occupied {
 			if err := os.MkdirAll(c.StorageDir, 0o755); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -35,7 +35,7 @@ type codeMode struct {
 
 // newCodeMode loads the servers file: PYBOX_MCP_SERVERS, or
 // mcp_servers.json in the state directory when that exists. nil: none.
-func newCodeMode(c *config, log *slog.Logger) (*codeMode, error) {
+func newCodeMode(c *Config, log *slog.Logger) (*codeMode, error) {
 	file := c.MCPServers
 	if file == "" {
 		file = filepath.Join(c.StateDir, "mcp_servers.json")
@@ -55,14 +55,14 @@ func newCodeMode(c *config, log *slog.Logger) (*codeMode, error) {
 		return nil, errors.New("MCP max calls must be at least 1 and the MCP call timeout at least 100ms")
 	}
 	var allow []string
-	if c.policy != nil {
-		allow = c.policy.MCPTools
+	if c.LoadedPolicy != nil {
+		allow = c.LoadedPolicy.MCPTools
 	}
 	log.Info("code mode: downstream MCP servers configured", "file", file, "servers", len(servers))
 	// A downstream's message is read up to four times the result limit
 	// (a result's text and structured forms, escaped) plus 1 MiB; a
 	// longer answer is refused while it is read.
-	mgr := downstream.NewManager(servers, downstream.Options{Log: log, Version: version, MaxMessage: 4*int(maxResult) + 1<<20, Env: c.parentDirs()})
+	mgr := downstream.NewManager(servers, downstream.Options{Log: log, Version: c.Version, MaxMessage: 4*int(maxResult) + 1<<20, Env: c.ParentDirs()})
 	return &codeMode{mgr: mgr, allow: allow, maxCalls: c.MCPMaxCalls,
 		timeout: c.MCPCallTimeout, maxResult: int(maxResult), log: log}, nil
 }

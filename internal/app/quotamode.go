@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // folders) on a filesystem image of their own when PYBOX_QUOTA_MODE says
 // so (auto: where the host allows it), and says at start which mode is in
 // force and why. nil: the meter measures the folders.
-func (c *config) storageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quotafs.Volume, error) {
+func (c *Config) storageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quotafs.Volume, error) {
 	mode, err := quotafs.ParseMode(c.QuotaMode)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (c *config) storageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quot
 }
 
 // openStorageFS opens the image of the owner whose folders c names.
-func (c *config) openStorageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quotafs.Volume, error) {
+func (c *Config) openStorageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quotafs.Volume, error) {
 	if kube {
 		return nil, fmt.Errorf("%w: sandboxes run as pods (--backend kubernetes), which mount no host folders", quotafs.ErrUnavailable)
 	}

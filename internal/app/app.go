@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"cmp"
@@ -25,22 +25,25 @@ import (
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
-// app is the wired runtime shared by serve, run and bench.
-type app struct {
-	cfg      *config
-	log      *slog.Logger
-	engine   *engine.Client
+// App is one owner's wired pybox, shared by serve, run, eval and bench:
+// its sandbox, environment manager and installer over one engine. Its
+// exported fields are set by New (or NewTenant) and only read afterwards.
+type App struct {
+	Config    *Config
+	Log       *slog.Logger
+	Engine    *engine.Client
+	Sandbox   *sandbox.Sandbox
+	Envs      *images.Manager
+	Installer *images.Installer
+	Image     string // the runtime image in force
+
 	backend  sandbox.Backend // nil: Docker (engine); else Kubernetes
-	sandbox  *sandbox.Sandbox
-	envs     *images.Manager
-	inst     *images.Installer
 	index    images.Index
-	image    string
 	user     string          // uid:gid programs run as (config.sandboxUser)
 	progress io.Writer       // where long work (image builds, installs) reports
 	tenant   string          // over HTTP with tokens: whose this app is ("" otherwise)
 	volume   *quotafs.Volume // the owner's folders on a filesystem of their own; nil: metered
-	metrics  *metrics        // over HTTP: where runs and installs are counted; nil: not counted
+	observer Observer        // over HTTP: where runs and installs are counted; nil: not counted
 	// hostChecked: its folders are under ones already found to be the
 	// Docker host's (serve --http checks the roots once, at start).
 	hostChecked bool
@@ -49,14 +52,14 @@ type app struct {
 }
 
 // addNotice logs msg and keeps it for the model's next tool result.
-func (a *app) addNotice(msg string) {
+func (a *App) addNotice(msg string) {
 	a.noticeMu.Lock()
 	defer a.noticeMu.Unlock()
 	a.notice = append(a.notice, msg)
 }
 
 // takeNotice returns the pending notices, once.
-func (a *app) takeNotice() string {
+func (a *App) takeNotice() string {
 	a.noticeMu.Lock()
 	defer a.noticeMu.Unlock()
 	s := strings.Join(a.notice, "\n")
@@ -64,23 +67,23 @@ func (a *app) takeNotice() string {
 	return s
 }
 
-// newApp validates the configuration and connects the parts (ctx bounds
+// New validates the configuration and connects the parts (ctx bounds
 // the connection to a Kubernetes cluster and its start checks).
-// Logs and progress go to stderr.
-func newApp(ctx context.Context, c *config, stderr io.Writer) (*app, error) {
+// Logs and progress go to stderr. Close releases what it holds.
+func New(ctx context.Context, c *Config, stderr io.Writer) (*App, error) {
 	adopted := c.adoptHostSettings()
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	log, err := c.logger(stderr)
+	log, err := c.Logger(stderr)
 	if err != nil {
 		return nil, err
 	}
-	limits, err := c.limits()
+	limits, err := c.Limits()
 	if err != nil {
 		return nil, err
 	}
-	image, err := c.image()
+	image, err := c.ImageRef()
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +112,7 @@ func newApp(ctx context.Context, c *config, stderr io.Writer) (*app, error) {
 		return nil, err
 	}
 	var vol *quotafs.Volume
-	if c.serving && c.TokensFile == "" && !c.inMemory { // with tokens, each tenant has its own (newTenantApp)
+	if c.Serving && c.TokensFile == "" && !c.InMemory { // with tokens, each tenant has its own (newTenantApp)
 		if vol, err = c.storageFS(limits, backend != nil, log); err != nil {
 			eng.Close()
 			return nil, err
@@ -125,7 +128,7 @@ func newApp(ctx context.Context, c *config, stderr io.Writer) (*app, error) {
 		eng.Close()
 		return nil, err
 	}
-	a := &app{cfg: c, log: log, engine: eng, backend: backend, sandbox: sb, image: image, user: user, progress: stderr, volume: vol}
+	a := &App{Config: c, Log: log, Engine: eng, backend: backend, Sandbox: sb, Image: image, user: user, progress: stderr, volume: vol}
 	if err := a.newManager(); err != nil {
 		sb.Close() // ends its lease
 		closeVolume(vol, log)
@@ -140,37 +143,37 @@ func newApp(ctx context.Context, c *config, stderr io.Writer) (*app, error) {
 }
 
 // newManager wires the environment manager and its installer.
-func (a *app) newManager() error {
-	idx, err := a.cfg.index()
+func (a *App) newManager() error {
+	idx, err := a.Config.Index()
 	if err != nil {
 		return err
 	}
 	a.index = idx
-	inst := &images.Installer{Engine: a.engine, Owner: a.sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.cfg.InstallTime, Log: a.log}
+	inst := &images.Installer{Engine: a.Engine, Owner: a.Sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.Config.InstallTime, Log: a.Log}
 	if a.backend != nil {
 		inst.Refuse = errInstallOnKubernetes
 	}
-	a.inst = inst
-	a.envs, err = images.NewManager(images.ManagerConfig{
-		EnsureRuntime: a.ensureRuntime, Installer: inst, Prober: a.sandbox,
-		Policy: images.RequirementPolicy{AllowURLs: a.cfg.AllowURLReqs}, AllowedImages: a.cfg.allowedImages(), Log: a.log,
+	a.Installer = inst
+	a.Envs, err = images.NewManager(images.ManagerConfig{
+		EnsureRuntime: a.EnsureRuntime, Installer: inst, Prober: a.Sandbox,
+		Policy: images.RequirementPolicy{AllowURLs: a.Config.AllowURLReqs}, AllowedImages: a.Config.allowedImages(), Log: a.Log,
 	})
 	return err
 }
 
-// start makes the configured environment usable: the runtime image, the
+// Start makes the configured environment usable: the runtime image, the
 // saved (or configured) environment, and PREINSTALLED_PACKAGES. With
 // persist, the active environment is loaded from and saved to the state dir.
-func (a *app) start(ctx context.Context, persist bool) error {
+func (a *App) Start(ctx context.Context, persist bool) error {
 	if persist {
-		a.envs.SetStatePath(filepath.Join(a.cfg.StateDir, "environment.json"))
+		a.Envs.SetStatePath(filepath.Join(a.Config.StateDir, "environment.json"))
 	}
-	if err := a.envs.Start(ctx, a.cfg.initialEnv()); err != nil {
+	if err := a.Envs.Start(ctx, a.Config.InitialEnv()); err != nil {
 		return err
 	}
-	if pre := a.cfg.preinstalled(); len(pre) > 0 {
+	if pre := a.Config.preinstalled(); len(pre) > 0 {
 		fmt.Fprintf(a.progress, "pybox: making sure PREINSTALLED_PACKAGES are installed: %s\n", strings.Join(pre, " "))
-		if _, err := a.envs.Install(ctx, pre); err != nil {
+		if _, err := a.Envs.Install(ctx, pre); err != nil {
 			if errors.Is(err, engine.ErrUnreachable) || ctx.Err() != nil {
 				return fmt.Errorf("PREINSTALLED_PACKAGES: %w", err) // tried again once Docker answers
 			}
@@ -178,7 +181,7 @@ func (a *app) start(ctx context.Context, persist bool) error {
 			msg := fmt.Sprintf("PREINSTALLED_PACKAGES (%s) could not be installed, so programs run without them: %v. "+
 				"Fix the setting (or the package index: PYBOX_INDEX_URL, PYBOX_WHEELHOUSE) and restart, or install them with install_dependencies.",
 				strings.Join(pre, " "), err)
-			a.log.Error("PREINSTALLED_PACKAGES could not be installed; programs run without them", "packages", strings.Join(pre, " "), "err", err)
+			a.Log.Error("PREINSTALLED_PACKAGES could not be installed; programs run without them", "packages", strings.Join(pre, " "), "err", err)
 			a.addNotice(msg)
 		}
 	}
@@ -187,22 +190,22 @@ func (a *app) start(ctx context.Context, persist bool) error {
 
 // Close stops the installs under way and waits for them, ends every
 // session (removing its container), and closes the Docker client.
-func (a *app) Close() error {
-	a.closeTenant()
-	return a.engine.Close()
+func (a *App) Close() error {
+	a.CloseTenant()
+	return a.Engine.Close()
 }
 
-// closeTenant stops a's installs under way (waiting for them), then its
+// CloseTenant stops a's installs under way (waiting for them), then its
 // sessions and containers; the engine stays (tenants share it).
-func (a *app) closeTenant() {
-	if a.envs != nil {
-		a.envs.Close()
+func (a *App) CloseTenant() {
+	if a.Envs != nil {
+		a.Envs.Close()
 	}
-	if a.inst != nil {
-		a.inst.Close()
+	if a.Installer != nil {
+		a.Installer.Close()
 	}
-	a.sandbox.Close()
-	closeVolume(a.volume, a.log)
+	a.Sandbox.Close()
+	closeVolume(a.volume, a.Log)
 }
 
 // fsOf is vol as the sandbox's Filesystem (nil stays nil).
@@ -227,8 +230,8 @@ func closeVolume(vol *quotafs.Volume, log *slog.Logger) {
 // storageDirs are the folders that count against the storage quota with
 // the run output folders: code storage and the sessions folder (over
 // HTTP, a tenant's own); none in memory.
-func (c *config) storageDirs() []string {
-	if c.inMemory {
+func (c *Config) storageDirs() []string {
+	if c.InMemory {
 		return nil
 	}
 	return []string{c.StorageDir, filepath.Join(c.StateDir, "sessions")}
@@ -236,8 +239,8 @@ func (c *config) storageDirs() []string {
 
 // runsDir is where stateless runs get their output folders ("" in memory:
 // none).
-func (c *config) runsDir() string {
-	if c.inMemory {
+func (c *Config) runsDir() string {
+	if c.InMemory {
 		return ""
 	}
 	return filepath.Join(c.StateDir, "runs")
@@ -246,18 +249,18 @@ func (c *config) runsDir() string {
 // openSessions opens the folder of session workspaces, in the state dir:
 // outside code storage, so no stateless run can reach a session's files or
 // swap its folder for a symlink before it is mounted.
-func (a *app) openSessions() (*storage.Dir, error) {
-	return a.openStorage(filepath.Join(a.cfg.StateDir, "sessions"))
+func (a *App) openSessions() (*storage.Dir, error) {
+	return a.OpenStorage(filepath.Join(a.Config.StateDir, "sessions"))
 }
 
-// openStorage opens a directory the sandbox user (a.user, "uid:gid") can
+// OpenStorage opens a directory the sandbox user (a.user, "uid:gid") can
 // write to. Run as root, pybox gives the sandbox user the folders it
 // creates, and an existing folder only when root owns it: a folder of a
 // regular user is never given away (programs run as its owner instead:
 // see sandboxUser). When each container runs as a uid of its own (see
 // sandbox.Config.SharedUID), the folder is shared with the sandbox user's
 // group (storage.Dir.Share).
-func (a *app) openStorage(path string) (*storage.Dir, error) {
+func (a *App) OpenStorage(path string) (*storage.Dir, error) {
 	ownerUID, _, owned := fileOwner(path)
 	dir, err := storage.Open(path)
 	if err != nil {
@@ -272,7 +275,7 @@ func (a *app) openStorage(path string) (*storage.Dir, error) {
 		return nil, fmt.Errorf("sandbox user %q: %w", a.user, err)
 	}
 	switch {
-	case a.sandbox.OwnUIDs():
+	case a.Sandbox.OwnUIDs():
 		err = dir.Share(uid, gid)
 	case owned && ownerUID != 0:
 		dir.SetNewOwner(uid, gid) // the folders pybox makes in it
@@ -291,38 +294,38 @@ func (a *app) openStorage(path string) (*storage.Dir, error) {
 // is a regular user (so files programs write there are theirs, and the
 // folder is never given away), else the image's unprivileged user (in
 // memory, always: no code storage is used).
-func (c *config) sandboxUser() string {
+func (c *Config) sandboxUser() string {
 	if !chownsForSandbox || os.Geteuid() != 0 {
 		return sandbox.SandboxUser()
 	}
-	if uid, gid, ok := fileOwner(c.StorageDir); ok && uid != 0 && !c.inMemory {
+	if uid, gid, ok := fileOwner(c.StorageDir); ok && uid != 0 && !c.InMemory {
 		return fmt.Sprintf("%d:%d", uid, gid)
 	}
 	return images.SandboxUser
 }
 
-// ensureRuntime makes sure the runtime image of variant exists, building
+// EnsureRuntime makes sure the runtime image of variant exists, building
 // it as the build setting says, with progress on the app's progress writer.
-func (a *app) ensureRuntime(ctx context.Context, variant string) error {
+func (a *App) EnsureRuntime(ctx context.Context, variant string) error {
 	if a.backend != nil {
 		return nil // the cluster pulls the image (PYBOX_IMAGE); pybox cannot build it there
 	}
 	tag := images.Tag(variant)
-	_, found, err := a.engine.InspectImage(ctx, tag)
+	_, found, err := a.Engine.InspectImage(ctx, tag)
 	switch {
 	case err != nil:
 		return err
-	case a.cfg.Build == "never" && !found:
+	case a.Config.Build == "never" && !found:
 		return fmt.Errorf("runtime image %s is missing and building is off (PYBOX_BUILD=never): run `pybox image build`", tag)
-	case a.cfg.Build == "never" || (found && a.cfg.Build != "auto"):
+	case a.Config.Build == "never" || (found && a.Config.Build != "auto"):
 		return nil
 	}
-	b := &images.Builder{Engine: a.engine, Log: a.log, Progress: a.progress, Mirror: a.cfg.Mirror}
-	if a.cfg.Build == "auto" {
+	b := &images.Builder{Engine: a.Engine, Log: a.Log, Progress: a.progress, Mirror: a.Config.Mirror}
+	if a.Config.Build == "auto" {
 		_, err = b.Ensure(ctx, variant)
 		return err
 	}
-	_, err = b.Build(ctx, images.BuildOptions{Variant: variant, Offline: a.cfg.Build == "offline"})
+	_, err = b.Build(ctx, images.BuildOptions{Variant: variant, Offline: a.Config.Build == "offline"})
 	return err
 }
 
@@ -330,14 +333,14 @@ func (a *app) ensureRuntime(ctx context.Context, variant string) error {
 // background on the server's context, and lets each call wait for it.
 // A failed attempt (say, Docker was down) is retried by the next call.
 type readiness struct {
-	app    *app
+	app    *App
 	ctx    context.Context // the server's: a cancelled call must not stop a build
 	flight singleflight.Group
 	ok     atomic.Bool
 	wg     sync.WaitGroup
 }
 
-func (a *app) newReadiness(ctx context.Context) *readiness {
+func (a *App) newReadiness(ctx context.Context) *readiness {
 	r := &readiness{app: a, ctx: ctx}
 	r.wg.Add(1)
 	go func() {
@@ -353,9 +356,9 @@ func (r *readiness) wait(ctx context.Context) error {
 		return nil
 	}
 	ch := r.flight.DoChan("ensure", func() (any, error) {
-		err := r.app.start(r.ctx, true)
+		err := r.app.Start(r.ctx, true)
 		if err != nil {
-			r.app.log.Error("environment not ready", "image", r.app.image, "err", err)
+			r.app.Log.Error("environment not ready", "image", r.app.Image, "err", err)
 		}
 		r.ok.Store(err == nil)
 		return nil, err
@@ -386,7 +389,7 @@ var errInstallOnKubernetes = errors.New("installing packages is not available on
 	"that installs them), push it to a registry the cluster pulls from, and set PYBOX_IMAGE to it")
 
 // backend connects the configured non-Docker backend (nil for Docker).
-func (c *config) backend(ctx context.Context, limits sandbox.Limits, log *slog.Logger) (sandbox.Backend, error) {
+func (c *Config) backend(ctx context.Context, limits sandbox.Limits, log *slog.Logger) (sandbox.Backend, error) {
 	if c.Backend != "kubernetes" {
 		return nil, nil
 	}
@@ -398,7 +401,7 @@ func (c *config) backend(ctx context.Context, limits sandbox.Limits, log *slog.L
 		return nil, err
 	}
 	log.Info("sandboxes run as Kubernetes pods", "namespace", kb.Namespace())
-	image, err := c.image()
+	image, err := c.ImageRef()
 	if err != nil {
 		return nil, err
 	}
@@ -411,18 +414,18 @@ func (c *config) backend(ctx context.Context, limits sandbox.Limits, log *slog.L
 // policyRuntime applies the policy's runtime choice when no flag or
 // variable chose one: a preferred runtime is used when the daemon has it
 // (else its default, with a warning); a required one must be there.
-func (c *config) policyRuntime(eng *engine.Client, log *slog.Logger) error {
-	if c.policy == nil {
+func (c *Config) policyRuntime(eng *engine.Client, log *slog.Logger) error {
+	if c.LoadedPolicy == nil {
 		return nil
 	}
-	want := c.policy.Runtime
+	want := c.LoadedPolicy.Runtime
 	name := cmp.Or(want.Require, want.Prefer)
 	switch {
 	case name == "":
 		return nil
 	case c.Runtime != "":
 		if want.Require != "" && c.Runtime != want.Require {
-			return fmt.Errorf("policy %s requires the %s runtime, but %s was chosen (--runtime or PYBOX_RUNTIME)", c.policy.Name, want.Require, c.Runtime)
+			return fmt.Errorf("policy %s requires the %s runtime, but %s was chosen (--runtime or PYBOX_RUNTIME)", c.LoadedPolicy.Name, want.Require, c.Runtime)
 		}
 		return nil
 	}
@@ -434,16 +437,16 @@ func (c *config) policyRuntime(eng *engine.Client, log *slog.Logger) error {
 		c.Runtime = want.Require // runs say so clearly if the daemon lacks it once it answers
 	case err != nil:
 		log.Warn("the policy prefers a runtime, but the Docker daemon did not answer to say whether it has it: sandboxes use its default runtime",
-			"policy", c.policy.Name, "runtime", name)
+			"policy", c.LoadedPolicy.Name, "runtime", name)
 	case slices.Contains(v.Runtimes, name):
 		c.Runtime = name
-		log.Info("sandboxes run under the runtime the policy asks for", "policy", c.policy.Name, "runtime", name)
+		log.Info("sandboxes run under the runtime the policy asks for", "policy", c.LoadedPolicy.Name, "runtime", name)
 	case want.Require != "":
 		return fmt.Errorf("policy %s requires the %s runtime, which the Docker daemon does not have (it has %s): install it (see docs/security.md, gVisor) or choose another policy",
-			c.policy.Name, name, strings.Join(v.Runtimes, ", "))
+			c.LoadedPolicy.Name, name, strings.Join(v.Runtimes, ", "))
 	default:
 		log.Warn("the policy prefers a runtime the Docker daemon does not have: sandboxes run under its default runtime; install it for a second wall (see docs/security.md, gVisor)",
-			"policy", c.policy.Name, "runtime", name, "daemon_runtimes", strings.Join(v.Runtimes, ","))
+			"policy", c.LoadedPolicy.Name, "runtime", name, "daemon_runtimes", strings.Join(v.Runtimes, ","))
 	}
 	return nil
 }

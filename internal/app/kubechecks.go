@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func acceptUnenforced(s string) ([]string, error) {
 
 // checkCluster runs the start checks on the cluster, logs what they found,
 // and refuses a cluster that fails one the operator did not accept.
-func (c *config) checkCluster(ctx context.Context, kb *kube.Backend, image string, log *slog.Logger) error {
+func (c *Config) checkCluster(ctx context.Context, kb *kube.Backend, image string, log *slog.Logger) error {
 	accepted, err := acceptUnenforced(c.K8sAccept)
 	if err != nil {
 		return err
