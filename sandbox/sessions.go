@@ -75,6 +75,7 @@ type liveSession struct {
 	fresh     atomic.Bool // no call has run in it yet
 	stopWatch func()      // ends the watch on its workspace's quota
 	folder    string      // its private workspace, removed when it is closed or expires; "" = none
+	workspace string      // its /workspace on the host (private or shared); "" = none
 }
 
 const maxEndedNotes = 1024
@@ -181,6 +182,14 @@ func (s *Sandbox) runTurn(ctx context.Context, ls *liveSession, p SessionProgram
 	res.Stderr, terr = stderr.result()
 	res.Truncated = tout || terr || res.DroppedBytes > 0
 	ls.egress.turnInto(&res)
+	if err == nil && !res.QuotaExceeded && ls.workspace != "" {
+		// As a stateless run: on the owner's own filesystem a turn
+		// whose writes the kernel refused at the quota (ENOSPC) ends
+		// by itself, and the client is told why.
+		if why := s.acct.fullNow(); why != nil {
+			res.QuotaExceeded, res.QuotaNote = true, why.Error()
+		}
+	}
 	if lost != nil {
 		res.SessionLost = true
 		s.sess.retire(ls, lostReason(res, lost, err))

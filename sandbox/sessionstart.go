@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -77,6 +78,9 @@ func (s *Sandbox) startAdmitted(id string, p SessionProgram) (*liveSession, erro
 	}
 	if err != nil {
 		undo()
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return nil, fmt.Errorf("%w: the session's folder could not be made, the workspace is full (no space left on device); delete files to make room", ErrQuota)
+		}
 		return nil, err
 	}
 	uncover, err := s.acct.admit(p.Workspace)
@@ -91,7 +95,7 @@ func (s *Sandbox) startAdmitted(id string, p SessionProgram) (*liveSession, erro
 		return nil, err
 	}
 	// Its outputs area is under runsDir: the account counts it.
-	ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1)}
+	ls := &liveSession{session: ss, turn: semaphore.NewWeighted(1), workspace: p.Workspace}
 	if p.Private {
 		ls.folder = p.Workspace
 	}
