@@ -171,3 +171,10 @@ func (a *App) CheckRoots(ctx context.Context) error {
 	a.hostChecked = true
 	return nil
 }
+
+// PoolReady is how many warm containers a has ready.
+func (a *App) PoolReady() int { return a.Sandbox.PoolReady() }
+
+// Shutdown ends a's runs and sessions at once (the server is stopping,
+// or the tenant was removed); CloseTenant or Close then release the rest.
+func (a *App) Shutdown() { a.Sandbox.Shutdown() }

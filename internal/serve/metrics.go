@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"github.com/pybox-dev/pybox/internal/egress"

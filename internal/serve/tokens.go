@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"crypto/sha256"
@@ -155,7 +155,7 @@ func (t *tenants) removeGone(toks *tokenSet) {
 		for s := range ts.sessions.srv.Sessions() {
 			s.Close()
 		}
-		ts.app.Sandbox.Shutdown()
+		ts.app.Shutdown()
 		ts.stop()
 		ts.app.CloseTenant()
 		t.log.Info("tenant removed: its token is no longer in the tokens file; its sessions and containers are gone", "tenant", ts.app.Tenant())

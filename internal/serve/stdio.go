@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bufio"
@@ -43,8 +43,8 @@ func (l *lockedWriter) blocked() time.Duration {
 	return 0
 }
 
-// errStalled: the client stopped reading what the server writes.
-var errStalled = errors.New("the client stopped reading the server's output")
+// ErrStalled: the client stopped reading what the server writes.
+var ErrStalled = errors.New("the client stopped reading the server's output")
 
 // watchStall returns, on stalled, once a write to out has been blocked
 // for longer than limit, until done is closed.

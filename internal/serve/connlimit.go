@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/pybox-dev/pybox/internal/app"
 )
 
 // connLimit bounds the connections a listener keeps open: in total, and
@@ -111,7 +113,7 @@ func (c *limitedConn) Close() error {
 const readTimeout = 2 * time.Minute
 
 // listen listens on addr with c's connection bounds.
-func (c *config) listen(addr string, log *slog.Logger) (net.Listener, error) {
+func listen(c *app.Config, addr string, log *slog.Logger) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -122,12 +124,12 @@ func (c *config) listen(addr string, log *slog.Logger) (net.Listener, error) {
 // httpServer is an HTTP server of h with c's timeouts: a request's headers
 // within 10 s, the whole request within readTimeout, and a kept-alive
 // connection closed after c.HTTPIdle without a request.
-func (c *config) httpServer(h http.Handler) *http.Server {
+func httpServer(c *app.Config, h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout, IdleTimeout: c.HTTPIdle}
 }
 
 // checkConnSettings validates the HTTP connection settings.
-func (c *config) checkConnSettings() error {
+func checkConnSettings(c *app.Config) error {
 	switch {
 	case c.MaxConns < 1 || c.MaxClientConns < 1:
 		return errors.New("max connections and max connections per client must be at least 1")

@@ -1,9 +1,10 @@
-package main
+package serve
 
 import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -19,6 +20,7 @@ const maxInitializeBody = 64 << 10
 type sessionGate struct {
 	srv     *mcp.Server
 	max     int
+	ttl     time.Duration // an idle session ends after it (--session-ttl)
 	mu      sync.Mutex
 	opening int
 }
@@ -54,5 +56,5 @@ func (ts *tenantServer) refuseSession(w http.ResponseWriter, open int, m *metric
 	w.Header().Set("Retry-After", "60")
 	http.Error(w, fmt.Sprintf("too many MCP sessions: this tenant has %d open (or opening), its limit (--max-mcp-sessions); "+
 		"close one (DELETE /mcp with its Mcp-Session-Id) or wait until an idle one ends (--session-ttl %s)",
-		open, ts.app.Config.SessionTTL), http.StatusTooManyRequests)
+		open, ts.sessions.ttl), http.StatusTooManyRequests)
 }
