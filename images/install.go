@@ -84,13 +84,19 @@ type Installer struct {
 	Tenant   string
 	MaxDepth int           // layers before a rebuild from the base; default 8
 	Timeout  time.Duration // per install; default 10 minutes
-	Log      *slog.Logger  // nil discards
+	// LayerBytes bounds the disk the package layers of Tenant take (each
+	// layer's own size, not the images under it): an install whose layer
+	// would pass it fails with ErrLayerBudget and commits nothing; default
+	// DefaultLayerBytes.
+	LayerBytes int64
+	Log        *slog.Logger // nil discards
 	// Refuse, when set, is why this installer cannot install on the
 	// configured backend (Kubernetes pulls images, it cannot commit a
 	// container): every install that would build a layer fails with it.
 	Refuse error
 
-	group singleflight.Group // one build per layer key at a time
+	group    singleflight.Group // one build per layer key at a time
+	budgetMu sync.Mutex         // one layer budget check and commit at a time
 
 	// Builds outlive the caller that started them (others may wait for the
 	// same layer) but not the Installer: they run on life, which Close

@@ -58,6 +58,9 @@ func (in *Installer) layerImage(ctx context.Context, env Environment, l layer) (
 	} else if found {
 		return engine.Image{}, false, "", fmt.Errorf("layer %s is not one of this tenant's installs", l.tag())
 	}
+	if err := in.checkLayerBudget(ctx, 0); err != nil { // at the budget already: no install starts
+		return engine.Image{}, false, "", err
+	}
 	ch := in.group.DoChan(l.key, func() (any, error) {
 		in.mu.Lock()
 		if in.closed {
@@ -141,7 +144,21 @@ func (in *Installer) commit(ctx context.Context, id string, env Environment, l l
 		in.log().Warn("install refused: changes outside the package directories", "specs", l.specs, "paths", refused)
 		return dirs.outsideError(refused)
 	}
-	_, err = in.Engine.Commit(ctx, id, l.tag(), "pybox install "+strings.Join(l.specs, " "), commitChanges(env, l, in.Tenant, time.Now()))
+	// The budget is checked on what the install wrote, before it becomes
+	// a layer; one check and commit at a time, so two installs cannot
+	// both fit in what is left for one.
+	in.budgetMu.Lock()
+	defer in.budgetMu.Unlock()
+	size, err := in.Engine.ContainerSize(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := in.checkLayerBudget(ctx, size); err != nil {
+		in.log().Warn("install refused: package layer budget", "specs", l.specs, "bytes", size, "err", err)
+		return err
+	}
+	lines := append(commitChanges(env, l, in.Tenant, time.Now()), fmt.Sprintf("LABEL %s=%d", LabelLayerBytes, size))
+	_, err = in.Engine.Commit(ctx, id, l.tag(), "pybox install "+strings.Join(l.specs, " "), lines)
 	return err
 }
 

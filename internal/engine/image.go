@@ -26,6 +26,7 @@ type Image struct {
 	Cmd     []string
 	Layers  int
 	Size    int64
+	Parent  string // the image it was committed from ("" when unknown)
 }
 
 // InspectImage returns the image named ref; found is false when it is absent.
@@ -37,7 +38,7 @@ func (c *Client) InspectImage(ctx context.Context, ref string) (img Image, found
 	if err != nil {
 		return Image{}, false, fmt.Errorf("inspect image %s: %w", ref, c.unreachable(err, false))
 	}
-	img = Image{ID: ii.ID, Tags: ii.RepoTags, Digests: ii.RepoDigests, Size: ii.Size}
+	img = Image{ID: ii.ID, Tags: ii.RepoTags, Digests: ii.RepoDigests, Size: ii.Size, Parent: ii.Parent}
 	if ii.Config != nil {
 		img.Labels, img.Env, img.User, img.Cmd = ii.Config.Labels, ii.Config.Env, ii.Config.User, ii.Config.Cmd
 	}
@@ -110,7 +111,7 @@ func (c *Client) ListImages(ctx context.Context, key, value string) ([]Image, er
 	}
 	out := make([]Image, 0, len(list))
 	for _, s := range list {
-		out = append(out, Image{ID: s.ID, Tags: s.RepoTags, Labels: s.Labels, Size: s.Size})
+		out = append(out, Image{ID: s.ID, Tags: s.RepoTags, Labels: s.Labels, Size: s.Size, Parent: s.ParentID})
 	}
 	return out, nil
 }
@@ -125,6 +126,19 @@ func (c *Client) Commit(ctx context.Context, id, ref, comment string, changes []
 		return "", fmt.Errorf("commit container %s: %w", short(id), err)
 	}
 	return resp.ID, nil
+}
+
+// ContainerSize is what the container id wrote over its image (its
+// writable layer's size: what a commit of it adds).
+func (c *Client) ContainerSize(ctx context.Context, id string) (int64, error) {
+	ins, _, err := c.cli().ContainerInspectWithRaw(ctx, id, true)
+	if err != nil {
+		return 0, fmt.Errorf("inspect container %s: %w", short(id), c.unreachable(err, false))
+	}
+	if ins.SizeRw == nil {
+		return 0, fmt.Errorf("inspect container %s: the daemon did not report its size", short(id))
+	}
+	return *ins.SizeRw, nil
 }
 
 // displayStream reads a JSON message stream (build, pull, import), writes
