@@ -149,7 +149,11 @@ func (a *App) newManager() error {
 		return err
 	}
 	a.index = idx
-	inst := &images.Installer{Engine: a.Engine, Owner: a.Sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.Config.InstallTime, Log: a.Log}
+	layers, err := a.Config.layerBytes()
+	if err != nil {
+		return err
+	}
+	inst := &images.Installer{Engine: a.Engine, Owner: a.Sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.Config.InstallTime, LayerBytes: layers, Log: a.Log}
 	if a.backend != nil {
 		inst.Refuse = errInstallOnKubernetes
 	}

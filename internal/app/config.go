@@ -77,6 +77,7 @@ type Config struct {
 	EgressTest    string
 	TenantEgress  string
 	InstallTime   time.Duration
+	LayerQuota    string // disk an owner's package layers may take (images.Installer.LayerBytes)
 	StateDir      string
 	AllowURLReqs  bool
 	AllowSdist    bool
@@ -110,6 +111,18 @@ type Config struct {
 	Version string
 
 	hostPackages []string // a host venv's packages to install (adoptHostSettings)
+}
+
+// layerBytes is the package layer budget (0: the installer's default).
+func (c *Config) layerBytes() (int64, error) {
+	if c.LayerQuota == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(c.LayerQuota)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("layer quota %q: must be a size such as 10g", c.LayerQuota)
+	}
+	return n, nil
 }
 
 // Limits turns the configuration into sandbox limits.
@@ -202,6 +215,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := quotafs.ParseMode(c.QuotaMode); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.layerBytes(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxTimeout < c.Timeout {
