@@ -83,7 +83,7 @@ func (h *handlers) envError(ctx context.Context, what string, err error) error {
 		return h.readyError(ctx, err)
 	case errors.Is(err, images.ErrBadRequirement), images.IsBadEnvironment(err):
 		return err
-	case errors.Is(err, images.ErrInstallFailed):
+	case errors.Is(err, images.ErrInstallFailed), errors.Is(err, images.ErrLayerBudget):
 		return err
 	}
 	return h.internal(ctx, what, err)

@@ -32,3 +32,15 @@ func TestEnvErrorInfraFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvErrorLayerBudget: an install refused for the owner's package
+// layer budget reaches the model as it is (how much, the budget, what to
+// do), not as an internal failure with an id.
+func TestEnvErrorLayerBudget(t *testing.T) {
+	h := &handlers{cfg: Config{Log: slog.New(slog.DiscardHandler)}}
+	cause := fmt.Errorf("%w: the package layers of this owner hold 2MiB and this install adds 8MiB, past their budget of 6MiB", images.ErrLayerBudget)
+	err := h.envError(t.Context(), "install packages", cause)
+	if err == nil || !strings.Contains(err.Error(), "past their budget of 6MiB") || strings.Contains(err.Error(), "internal failure") {
+		t.Errorf("envError(layer budget) = %v; want the budget's message itself", err)
+	}
+}
