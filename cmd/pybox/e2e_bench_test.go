@@ -15,9 +15,8 @@ import (
 // TestBenchReport: `pybox bench` measures every scenario through a real
 // MCP client and prints the table and the JSON report.
 func TestBenchReport(t *testing.T) {
-	longTest(t)
+	layerTest(t) // the bench removes the layers that appear while it runs
 	eng := testenv.Docker(t)
-	testenv.LockLayerCache(t, eng) // the bench removes the layers that appear while it runs
 	testenv.RuntimeImage(t, eng, "base")
 	cmd := exec.Command(pyboxBin, "bench", "-n", "2", "-json", "-")
 	cmd.Env = append(os.Environ(), "PYBOX_BUILD=never")

@@ -46,6 +46,7 @@ func TestMCPCodeExecutorCallsWorkUnchanged(t *testing.T) {
 // install_packages with a comma-separated string, health_check, and its
 // three prompts.
 func TestPythonExecutorCallsWorkUnchanged(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	s := packageServer(t, wh, "PYBOX_TOOLSET=python-executor")
 	script := "import sys\nprint('argv', sys.argv[1:])\nprint('stdin', input(), input())"
@@ -93,6 +94,7 @@ func TestPythonExecutorCallsWorkUnchanged(t *testing.T) {
 // distribution names, and says which matched (mcp_code_executor answers
 // for import names: json, PIL, sklearn).
 func TestCheckInstalledPackagesTakesImportNames(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	testenv.WriteWheel(t, wh, testenv.Wheel{Name: "pybox-imaging", Version: "3.1", Code: "X = 1\n", Files: map[string]string{"pyboximg/__init__.py": "Y = 2\n"}})
 	s := packageServer(t, wh)
@@ -113,6 +115,7 @@ func TestCheckInstalledPackagesTakesImportNames(t *testing.T) {
 // clearly, and never block running code (every call failed with an
 // "internal failure" after ~8 s).
 func TestFailedPreinstallDoesNotBlock(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	s := packageServer(t, wh, "PREINSTALLED_PACKAGES=pyboxdemo nosuchpackage-xyz")
 	start := time.Now()
@@ -154,6 +157,7 @@ func TestMCPExecutorOneWorkspace(t *testing.T) {
 // CONDA_ENV_NAME alone (refused at start) runs in the sandbox's venv, and
 // says how to use conda instead.
 func TestHostVenvAndCondaSettings(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	venv := t.TempDir()
 	os.WriteFile(filepath.Join(venv, "pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644)

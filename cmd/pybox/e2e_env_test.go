@@ -79,6 +79,7 @@ func imageID(t *testing.T, eng *engine.Client, ref string) string {
 // TestConfigureRoundTrip: each combination that works here takes effect,
 // get_environment_config reports it, and programs run in that Python.
 func TestConfigureRoundTrip(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t)
 	venv := []string{"/opt/venv/bin/python"}
 	tests := []struct {
@@ -130,6 +131,7 @@ func TestConfigureRoundTrip(t *testing.T) {
 // saying what is wrong; the environment, its saved state and where
 // programs run stay as they were.
 func TestConfigureRejectsAndChangesNothing(t *testing.T) {
+	parallelTest(t)
 	stateDir := t.TempDir()
 	s := startServer(t, "PYBOX_STATE_DIR="+stateDir, testAllowedImages)
 	s.configure(map[string]any{"type": "image", "image": runtimeBase, "python_path": "/usr/bin/python3"})
@@ -175,6 +177,7 @@ func readFile(t *testing.T, path string) string {
 // configuration and state dir resumes the environment, its packages and the
 // lineages it remembers; a changed configuration wins over the saved state.
 func TestEnvironmentSurvivesRestart(t *testing.T) {
+	layerTest(t)
 	wh, stateDir := testenv.Wheelhouse(t), t.TempDir()
 	s1 := packageServer(t, wh, "PYBOX_STATE_DIR="+stateDir)
 	a := s1.install("pyboxbase==1.0")
@@ -220,6 +223,7 @@ USER 10001:10001
 // TestEnvironmentCachesDoNotMix: environments keep their own packages,
 // layers and package listings, and switching back restores the old one.
 func TestEnvironmentCachesDoNotMix(t *testing.T) {
+	layerTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, "pybox-test-venv2:latest", venv2Dockerfile, nil)
@@ -301,6 +305,7 @@ USER 10001:10001
 // probes and pip installs) against a stand-in conda; an env whose
 // site-packages the install user cannot write is refused clearly.
 func TestCondaEnvironment(t *testing.T) {
+	layerTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})

@@ -410,6 +410,7 @@ func readEvalResults(t *testing.T, path string) []evalResult {
 // requirements that cannot be installed are those samples' verdict, and
 // the rest of the batch runs.
 func TestEvalRequirements(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	dropTestLayers(t)
 	dir := t.TempDir()

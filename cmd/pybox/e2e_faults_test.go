@@ -137,6 +137,7 @@ func procStats(t *testing.T, pid int) (fds, threads, rssKiB int) {
 // server's open files, threads and memory stay flat, and no container is
 // left. PYBOX_SOAK_CALLS sets the length (CI: 210; the full run: 2000).
 func TestSoakMixedCalls(t *testing.T) {
+	layerTest(t)
 	calls := 210
 	if n, err := strconv.Atoi(os.Getenv("PYBOX_SOAK_CALLS")); err == nil && n > 0 {
 		calls = n
@@ -206,6 +207,7 @@ func TestSoakMixedCalls(t *testing.T) {
 // same state directory removes the install's container, the environment
 // still points at its last good image, and the install, tried again, works.
 func TestKilledDuringInstall(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	state := t.TempDir()
 	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state)
@@ -231,6 +233,8 @@ func TestKilledDuringInstall(t *testing.T) {
 // container left (the install is the server's, owned and awaited: stopped,
 // or finished), and the environment is consistent afterwards.
 func TestTerminatedDuringInstall(t *testing.T) {
+	// Serial: it bounds the server's exit after SIGTERM (30 s), which beside
+	// the parallel tests at load 78 it missed.
 	wh := testenv.Wheelhouse(t)
 	state := t.TempDir()
 	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state)

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,19 +69,27 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// longTests is how many long tests (longTest) run at once, unless
+// longTests is how many parallel tests (parallelTest) run at once, unless
 // -parallel says otherwise: more than this machine's two cores, because
 // they wait on containers, timers and a test node more than they compute.
 const longTests = 4
 
-// raiseParallel sets go test's -parallel to n when the command line did
-// not set it and it is lower (its default is the number of cores).
+// runSlots holds one token per parallel test running (parallelTest):
+// longTests, or -parallel's value when the command line sets it.
+var runSlots chan struct{}
+
+// raiseParallel makes runSlots, n tokens unless -parallel is set. When it
+// is not, go test's own bound (-parallel) is lifted, so that the tests
+// waiting for the layer-cache lock (layerTest) hold no place of the n.
 func raiseParallel(n int) {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set && runtime.GOMAXPROCS(0) < n {
-		flag.Set("test.parallel", strconv.Itoa(n))
+	if set {
+		n, _ = strconv.Atoi(flag.Lookup("test.parallel").Value.String())
+	} else {
+		flag.Set("test.parallel", "1000")
 	}
+	runSlots = make(chan struct{}, max(n, 1))
 }
 
 // server is a running `pybox serve` with a connected MCP client.
@@ -155,15 +162,28 @@ func eachRuntime(t *testing.T, f func(t *testing.T)) {
 func longTest(t *testing.T) { parallelTest(t) }
 
 // parallelTest marks t as an end-to-end test that runs in parallel with the
-// other parallel tests (longTests at once, see raiseParallel), after the
+// other parallel tests (longTests at once, see runSlots), after the
 // package's serial tests: its servers, folders and containers are its own.
 // A parallel test changes nothing that other tests see: no daemon-wide
 // setting, fixed name or port, variable of this process's environment or
-// package layer (it holds no testenv.LockLayerCache: a test that does waits
-// for the lock, so it stays serial), and it does not count or remove what
-// it did not make. Nor does it bound a wall time tightly: beside the others
+// package layer (it takes no testenv.LockLayerCache: a test that does is a
+// layerTest), and it does not count or remove what it did not make. Nor does it bound a wall time tightly: beside the others
 // an action takes longer.
-func parallelTest(t *testing.T) { t.Parallel() }
+func parallelTest(t *testing.T) {
+	t.Parallel()
+	runSlots <- struct{}{}
+	t.Cleanup(func() { <-runSlots }) // first registered: runs after the test's own cleanups
+}
+
+// layerTest marks t as a parallel test that holds the layer-cache lock
+// (testenv.LockLayerCache) from its start to its end: it installs
+// packages or builds test images. Such tests run one at a time (the lock's
+// holder), beside the parallel tests and in no place of theirs (runSlots):
+// one waiting for the lock holds nothing another needs.
+func layerTest(t *testing.T) {
+	t.Parallel()
+	testenv.LockLayerCache(t, testenv.Docker(t))
+}
 
 // startServer starts the real binary over stdio with extra environment
 // variables and connects the MCP Go SDK client to it. At cleanup it closes

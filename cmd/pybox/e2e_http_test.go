@@ -226,6 +226,7 @@ func TestHTTPAuth(t *testing.T) {
 // tenant a's through any tool: files, code files, sessions, the
 // environment and its packages; and each reads back only its own.
 func TestHTTPTenantsIsolated(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	dropTestLayers(t)
 	h := startHTTP(t, false, "PYBOX_WHEELHOUSE="+wh, "PYBOX_INSTALL_NETWORK=none", "PYBOX_TOOLSET=all")

@@ -32,6 +32,7 @@ const (
 // name, nor tenant a's package layer by tag, ID or ID prefix; the listed
 // image works. a's layer is not handed to b by the layer cache either.
 func TestHTTPTenantImages(t *testing.T) {
+	layerTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	secretFile := map[string]string{"secret": imageSecret + "\n"}

@@ -33,6 +33,7 @@ func inspector(t *testing.T) string {
 // with a JSON list (pybox declared ["null","array"], which it passed on as
 // a string: "has type string, want one of null, array").
 func TestInspectorCLIPassesLists(t *testing.T) {
+	layerTest(t)
 	bin := inspector(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
 	wh := testenv.Wheelhouse(t)

@@ -23,6 +23,7 @@ USER 10001:10001
 // to do, and the environment, its saved state, the layers and what programs
 // see are as before.
 func TestHostileInstallChangesNothing(t *testing.T) {
+	layerTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, "pybox-test-rootvenv:latest", rootVenvDockerfile, nil)
@@ -59,6 +60,7 @@ func TestHostileInstallChangesNothing(t *testing.T) {
 // source distributions, and the build runs as the unprivileged install
 // user: its write to /etc fails and programs do not see the file.
 func TestSdistAllowedByPolicy(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	testenv.WriteHostileSdist(t, wh)
 	s := packageServer(t, wh, "PYBOX_POLICY=permissive")

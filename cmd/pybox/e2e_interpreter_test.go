@@ -38,6 +38,7 @@ USER 10001:10001
 // it. (Before the check, `python_path: "true"` was accepted, after which
 // every program "succeeded" with no output and installs "succeeded".)
 func TestConfigureRefusesNonCPython(t *testing.T) {
+	layerTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, impostorImage, impostorDockerfile, map[string]string{"echo-args": echoArgs, "canned-answer": cannedAnswer})
@@ -126,6 +127,7 @@ func savedState(t *testing.T, stateDir string) savedEnvironment {
 // absolute interpreter the probe ran (sys.executable) in the state file;
 // for conda that is the env's python, not conda.
 func TestConfigureRecordsInterpreter(t *testing.T) {
+	layerTest(t)
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	testenv.BuildImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})

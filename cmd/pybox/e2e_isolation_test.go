@@ -26,13 +26,15 @@ var isolationAttacks = map[string]func(t *testing.T){
 }
 
 // It runs under runc and under gVisor (runsc), when the daemon has it;
-// the attacks (each with its own server) run in parallel.
+// the attacks (each with its own server) run in parallel. The battery
+// itself is a long test that takes no run slot (runSlots): its attacks
+// each take one, and it only waits for them.
 func TestIsolationBattery(t *testing.T) {
-	longTest(t)
+	t.Parallel()
 	eachRuntime(t, func(t *testing.T) {
 		for name, attack := range isolationAttacks {
 			t.Run(name, func(t *testing.T) {
-				t.Parallel()
+				parallelTest(t)
 				attack(t)
 			})
 		}

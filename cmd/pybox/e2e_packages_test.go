@@ -79,6 +79,7 @@ func (s *server) creates(since, until time.Time, labels map[string]string) int {
 // TestInstallThenImport: an install is visible to later runs, its cache hit
 // starts no container, and the versions are reported.
 func TestInstallThenImport(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	s := packageServer(t, wh)
 	first := s.install("pyboxdemo")
@@ -122,6 +123,7 @@ func TestInstallThenImport(t *testing.T) {
 // TestLayerCacheAcrossServers: a second server asking for the same
 // packages on the same base reuses the committed layer without a container.
 func TestLayerCacheAcrossServers(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	s1 := packageServer(t, wh)
 	first := s1.install("pyboxbase==1.0")
@@ -139,6 +141,7 @@ func TestLayerCacheAcrossServers(t *testing.T) {
 
 // TestConcurrentIdenticalInstalls run once.
 func TestConcurrentIdenticalInstalls(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	testenv.WriteWheel(t, wh, testenv.Wheel{Name: "pyboxconc", Version: "1.0", Code: "X = 1\n"})
 	s := packageServer(t, wh)
@@ -172,6 +175,7 @@ func TestConcurrentIdenticalInstalls(t *testing.T) {
 // TestFailedInstallChangesNothing: pip's message comes back, and the
 // environment, the images and the containers are as before.
 func TestFailedInstallChangesNothing(t *testing.T) {
+	layerTest(t)
 	s := packageServer(t, testenv.Wheelhouse(t))
 	s.install("pyboxother")
 	before := s.envConfig()
@@ -191,6 +195,7 @@ func TestFailedInstallChangesNothing(t *testing.T) {
 
 // TestBadSpecsRejectedBeforeAnyContainer names every bad spec and runs nothing.
 func TestBadSpecsRejectedBeforeAnyContainer(t *testing.T) {
+	layerTest(t)
 	s := packageServer(t, testenv.Wheelhouse(t))
 	bad := []string{"--index-url=http://evil", "requests; rm -rf /", "https://evil/x.whl", "-r requirements.txt", "pkg @ file:///etc/passwd"}
 	var res string
@@ -214,6 +219,7 @@ func TestBadSpecsRejectedBeforeAnyContainer(t *testing.T) {
 
 // TestPreinstalledPackages are installed at start and cached for the next start.
 func TestPreinstalledPackages(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	s := packageServer(t, wh, "PREINSTALLED_PACKAGES=pyboxbase==1.0 pyboxother")
 	out, _ := s.exec(map[string]any{"code": "import pyboxbase, pyboxother; print(pyboxbase.VERSION)"})

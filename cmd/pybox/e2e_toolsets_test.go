@@ -85,6 +85,7 @@ func checkGolden(t *testing.T, path string, v any) {
 
 // TestToolsetCalls: a call in each set's own argument style works.
 func TestToolsetCalls(t *testing.T) {
+	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	t.Run("mcp-code-executor", func(t *testing.T) {
 		s := packageServer(t, wh, "PYBOX_TOOLSET=mcp-code-executor")
