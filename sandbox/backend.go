@@ -65,6 +65,26 @@ type kubernetes struct{ *kube.Backend }
 
 func (kubernetes) LossyAtExit() bool { return true }
 
+// anyUID is implemented by backends whose containers may run as any uid,
+// whatever the server's own, and share no host folder of the server's
+// (Kubernetes: a pod's uid is the node's, its workspace its own): each
+// container then runs as a uid of its own (Config.SharedUID). RLIMIT_NPROC
+// counts a uid's processes across the whole node, so pods sharing one uid
+// would share one process budget: a tenant's fork flood would keep every
+// other tenant's runners from forking.
+type anyUID interface{ AnyUID() bool }
+
+func (kubernetes) AnyUID() bool { return true }
+
+// orphanReaper is implemented by backends that find the containers of
+// gone servers without lease files (Kubernetes: replicas on other hosts
+// share the namespace): ReapOrphans at start, ReapOrphansEvery from the
+// reaper's tick (it keeps its own pace).
+type orphanReaper interface {
+	ReapOrphans(ctx context.Context) (int, error)
+	ReapOrphansEvery(ctx context.Context)
+}
+
 // ErrNoEgress: the backend cannot give a run the egress proxy.
 var ErrNoEgress = errors.New("this backend (Kubernetes) cannot reach pybox's egress proxy: " +
 	"an egress allowlist needs Docker or Podman (see docs/packages.md, Network by allowlist); empty the allowlist to run without network")

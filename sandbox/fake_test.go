@@ -35,6 +35,7 @@ type fakeBackend struct {
 	live    map[string]bool // created and not removed
 	labels  map[string]map[string]string
 	uids    []string // the pybox.uid label of each container started
+	users   []string // the user of each container started
 	started int
 	strays  map[string]bool
 	seq     int
@@ -56,6 +57,7 @@ func (f *fakeBackend) Start(ctx context.Context, spec engine.Spec) (sandbox.Atta
 	f.live[id] = true // created, whatever happens next: the caller owns it
 	f.labels[id] = spec.Config.Labels
 	f.uids = append(f.uids, spec.Config.Labels[sandbox.LabelUID])
+	f.users = append(f.users, spec.Config.User)
 	f.started++
 	f.mu.Unlock()
 	if f.startDelay != nil {

@@ -19,16 +19,24 @@ import (
 // file goes with its containers. Containers without a lease label, whose
 // lease is in another folder or missing, or whose lease is held, are never
 // touched: a hostname and a pid prove nothing across PID namespaces.
-// Without a lease dir it removes nothing.
+// Without a lease dir it removes nothing, except what the backend finds
+// orphaned by its own rules (Kubernetes: pods long finished; see
+// kube.Backend.ReapOrphans).
 func (s *Sandbox) ReapOrphans(ctx context.Context) (int, error) {
+	n := 0
+	if r, ok := s.eng.(orphanReaper); ok {
+		k, err := r.ReapOrphans(ctx)
+		if n += k; err != nil {
+			return n, err
+		}
+	}
 	if s.leases.dir == nil {
-		return 0, nil
+		return n, nil
 	}
 	ids, err := s.leases.dir.IDs()
 	if err != nil {
-		return 0, fmt.Errorf("reap: %w", err)
+		return n, fmt.Errorf("reap: %w", err)
 	}
-	n := 0
 	for _, id := range ids {
 		if id == s.owner.ID {
 			continue

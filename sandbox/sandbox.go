@@ -52,12 +52,14 @@ type Config struct {
 	User    string         // "uid:gid" programs run as, never root; default SandboxUser()
 	// SharedUID makes every container run as User itself. By default, when
 	// the server runs as root and User is the runtime image's user
-	// (images.SandboxUser), each container runs as a uid of its own, drawn
-	// from contract.SandboxUIDBase's range, in User's group: the kernel
-	// charges inotify instances and pipe buffers per uid, so each sandbox
-	// then has its own budget. The folders they share must then be the
-	// group's (storage.Dir.Share). With another User (a regular user's
-	// storage, or a server that is not root) containers run as User.
+	// (images.SandboxUser), or on a backend whose containers may run as any
+	// uid (Kubernetes: pods share no host folder), each container runs as a
+	// uid of its own, drawn from contract.SandboxUIDBase's range, in User's
+	// group: the kernel charges processes (RLIMIT_NPROC), inotify instances
+	// and pipe buffers per uid, so each sandbox then has its own budget.
+	// The folders they share must then be the group's (storage.Dir.Share).
+	// With another User (a regular user's storage, or a server that is not
+	// root) Docker's containers run as User.
 	SharedUID     bool
 	Limits        Limits        // per-run limits; zero fields take defaults
 	MaxConcurrent int           // programs running at once; default 4
@@ -163,7 +165,7 @@ func New(cfg Config) (*Sandbox, error) {
 		owner:   owner,
 		sess:    newSessions(cfg.MaxSessions, cfg.Log),
 		leases:  held,
-		ownUIDs: !cfg.SharedUID && os.Geteuid() == 0 && cfg.User == images.SandboxUser,
+		ownUIDs: !cfg.SharedUID && (anyUIDs(cfg.Backend) || os.Geteuid() == 0 && cfg.User == images.SandboxUser),
 	}
 	if !s.ownUIDs {
 		s.log.Info("every container runs as the same uid: it shares the kernel's per-uid budgets (inotify instances, pipe buffers) with the others and with host processes of that uid",

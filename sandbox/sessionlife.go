@@ -41,6 +41,9 @@ func (s *Sandbox) reap() {
 			s.sess.expire(now.Add(-s.cfg.SessionTTL), "it was idle for longer than "+s.cfg.SessionTTL.String())
 			s.pool.sweep(now)
 			s.eng.RemoveStrays(s.sess.ctx) // what could not be removed while the daemon was away
+			if r, ok := s.eng.(orphanReaper); ok {
+				r.ReapOrphansEvery(s.sess.ctx) // the pods of replicas that are gone
+			}
 		}
 	}
 }

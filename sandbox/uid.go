@@ -26,6 +26,12 @@ var errUIDTaken = errors.New("another container on the daemon has the same uid")
 // Config.SharedUID).
 func (s *Sandbox) OwnUIDs() bool { return s.ownUIDs }
 
+// anyUIDs reports whether b's containers may run as any uid (anyUID).
+func anyUIDs(b Backend) bool {
+	a, ok := b.(anyUID)
+	return ok && a.AnyUID()
+}
+
 // newUser is the "uid:gid" a new container runs as: User, or with uids of
 // their own a uid drawn at random from contract's range, in User's group.
 func (s *Sandbox) newUser() string {
@@ -72,8 +78,9 @@ func (s *Sandbox) start(ctx context.Context, plan Plan, role string) (*conn, err
 	}
 }
 
-// uidAlone checks that no container on the daemon but c has uid ("" =
-// containers share the server's user); on failure c is destroyed.
+// uidAlone checks that no container on the daemon (no pod in the
+// namespace) but c has uid ("" = containers share the server's user); on
+// failure c is destroyed.
 func (s *Sandbox) uidAlone(ctx context.Context, c *conn, uid string) error {
 	if uid == "" {
 		return nil

@@ -53,3 +53,46 @@ func checkDistinctUIDs(t *testing.T, uids []string) {
 		seen[u] = true
 	}
 }
+
+// anyUIDFake is a fakeBackend whose containers may run as any uid, as
+// pods do (Kubernetes).
+type anyUIDFake struct{ *fakeBackend }
+
+func (anyUIDFake) AnyUID() bool { return true }
+
+// TestFakeAnyUIDBackendOwnUIDs: on a backend whose containers may run as
+// any uid (Kubernetes), each container runs as a uid of its own whatever
+// the server's uid and user (RLIMIT_NPROC counts a uid's processes across
+// a node: pods sharing a uid share one process budget), in the user's
+// group; SharedUID still makes them share it.
+func TestFakeAnyUIDBackendOwnUIDs(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		f := newFake()
+		sb, err := sandbox.New(sandbox.Config{Backend: anyUIDFake{f}, User: "1000:1000", WarmPool: -1, SharedUID: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, code := range []string{"a", "b", "c"} {
+			if _, err := runCode(t.Context(), sb, code); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sb.Close()
+		if sb.OwnUIDs() == shared {
+			t.Errorf("shared %v: OwnUIDs %v", shared, sb.OwnUIDs())
+		}
+		if shared {
+			if f.uids[0] != "" || f.users[0] != "1000:1000" {
+				t.Errorf("shared: uid labels %q, users %q; want none and 1000:1000", f.uids, f.users)
+			}
+			continue
+		}
+		checkDistinctUIDs(t, f.uids)
+		for i, u := range f.users {
+			if u != f.uids[i]+":1000" {
+				t.Errorf("users %q, uid labels %q: want each its own uid in group 1000", f.users, f.uids)
+				break
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
@@ -78,21 +80,18 @@ check("nproc", 0 < nproc <= 1000 and err == errno.EAGAIN and len(kids) < nproc, 
 //
 // On the same node, it runs the limits under runc and under gVisor
 // (PYBOX_RUNTIME=runsc: RuntimeClass runsc, whose pods must show gVisor),
-// the isolation battery (kubeBattery) under runc, and checks that pybox
+// the isolation battery (kubeBattery) under both, and checks that pybox
 // refuses to start when the RuntimeClass it would name does not exist.
 func TestKubernetesPodLimits(t *testing.T) {
-	longTest(t)
-	lockKubePods(t)
+	longTest(t) // its own control plane and node; its pods have uids of their own
 	kubeconfig, image, cs := kubeNodeForLimits(t)
 	refusedOnTestNode(t, kubeconfig, image)
 	env := []string{"PYBOX_BACKEND=kubernetes", "KUBECONFIG=" + kubeconfig, k8sAccept, "PYBOX_IMAGE=" + image}
 	refusedWithoutRuntimeClass(t, env)
 	eachKubeRuntime(t, cs, env, func(t *testing.T) {
 		t.Run("pod limits", func(t *testing.T) { podLimits(t, cs) })
-		if serverRuntime(t) == testenv.RunscClass {
-			// Not yet under gVisor: the start checks' probe pods do not answer
-			// there, so each server waits their 2-minute bound (a finding).
-			return
+		if serverRuntime(t) == "" { // gVisor does not enforce RLIMIT_NPROC: its pods have no per-uid budget to share
+			t.Run("fork flood beside another server", func(t *testing.T) { forkFloodBesideAnother(t, cs) })
 		}
 		for name, attack := range kubeBattery {
 			t.Run(name, attack)
@@ -158,6 +157,76 @@ except OSError as e:
 		t.Errorf("the session after ENOSPC: %+v", out)
 	}
 	t.Logf("workspace flood and the next call: %v", time.Since(start))
+}
+
+// forkFlood forks until the process limit refuses (at most 1000), keeps
+// its children, says how far it got and waits.
+const forkFlood = `
+import os, signal, sys, time
+n = 0
+try:
+    for _ in range(1000):
+        if os.fork() == 0:
+            signal.pause()
+            os._exit(0)
+        n += 1
+except OSError as e:
+    pass
+sys.stderr.write("fork-flood-full %d uid %d\n" % (n, os.getuid()))
+sys.stderr.flush()
+time.sleep(600)
+`
+
+// forkFloodBesideAnother: a run that forks up to its process limit, and
+// keeps its processes, does not stop another server's run on the same node
+// from starting (issue 24). RLIMIT_NPROC counts a uid's processes across
+// the whole node: with every pod as uid 10001, one tenant's flood left
+// the other's runners unable to fork (a cross-tenant denial of service).
+// Each pod runs as a uid of its own, so the budget is each pod's alone.
+func forkFloodBesideAnother(t *testing.T, cs kubernetes.Interface) {
+	a := startServer(t, "PYBOX_WARM_POOL=0")
+	b := startServer(t, "PYBOX_WARM_POOL=0")
+	ctx, cancel := context.WithCancel(t.Context())
+	flood := make(chan struct{})
+	go func() {
+		defer close(flood)
+		a.cs.CallTool(ctx, callParams("execute_code", map[string]any{"timeout_s": 300, "code": forkFlood}))
+	}()
+	defer func() { cancel(); <-flood }()
+	var floodUID int
+	wait, stop := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer stop()
+	if !testenv.WaitFor(wait, func() bool {
+		pods, err := cs.CoreV1().Pods(sandboxNS).List(wait, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			raw, err := cs.CoreV1().Pods(sandboxNS).GetLogs(p.Name, &corev1.PodLogOptions{LimitBytes: ptrTo(int64(1 << 20))}).DoRaw(wait)
+			if _, rest, ok := strings.Cut(string(raw), "fork-flood-full "); err == nil && ok {
+				var n int
+				_, err = fmt.Sscanf(rest, "%d uid %d", &n, &floodUID)
+				t.Logf("the flood forked %d processes as uid %d", n, floodUID)
+				return err == nil
+			}
+		}
+		return false
+	}) {
+		t.Fatal("the fork flood did not report that it was full")
+	}
+	out, res := b.exec(map[string]any{"code": "import os, subprocess\nprint(subprocess.run(['true']).returncode, os.getuid())", "timeout_s": 120})
+	var code, uid int
+	if _, err := fmt.Sscanf(out.Stdout, "%d %d", &code, &uid); err != nil || res.IsError || code != 0 {
+		t.Fatalf("another server's run beside a fork flood (uid %d): %+v %s", floodUID, out, text(res))
+	}
+	if uid == floodUID || !ownUID(uid) || !ownUID(floodUID) {
+		t.Errorf("the run's uid %d, the flood's %d: want each its own, from %d on", uid, floodUID, contract.SandboxUIDBase)
+	}
+}
+
+// ownUID reports whether uid is in the range of the sandboxes' own uids.
+func ownUID(uid int) bool {
+	return uid >= contract.SandboxUIDBase && uid < contract.SandboxUIDBase+contract.SandboxUIDCount
 }
 
 // k8sAccept lets pybox serve on the test node, whose bridge CNI enforces

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,28 +20,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
-
-// kubePods is held by a test that runs pods on a test node, one at a
-// time: every node's pods run as uid 10001 and share that uid's process
-// budget across the host (RLIMIT_NPROC), which TestKubernetesPodLimits's
-// fork bomb uses up (beside it, TestKubernetesNode's runners failed to fork:
-// BlockingIOError).
-var kubePods sync.Mutex
-
-func lockKubePods(t *testing.T) {
-	kubePods.Lock()
-	t.Cleanup(kubePods.Unlock) // last: after the node's and the server's cleanups
-}
 
 // TestKubernetesNode drives the real binary with PYBOX_BACKEND=kubernetes
 // against a real control plane and a real node (containerd, CNI, kubelet,
 // scheduler): execute_code, a session, a timeout and a cancelled call run
 // end to end as pods, and no pod is left behind.
 func TestKubernetesNode(t *testing.T) {
-	longTest(t)
-	lockKubePods(t)
+	longTest(t) // its own control plane and node; its pods have uids of their own
 	bin := testenv.KubeBin(t)
 	if why := testenv.KubeNodeReady(bin); why != "" {
 		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
@@ -100,9 +87,12 @@ func TestKubernetesNode(t *testing.T) {
 	})
 
 	s := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
-	out, _ := s.exec(map[string]any{"code": "import os, socket\nprint(6 * 7, os.getuid(), os.getcwd())\nprint(sorted(os.listdir('.')))", "timeout_s": 120})
-	if out.ExitCode != 0 || !strings.HasPrefix(out.Stdout, "42 10001 /workspace\n") {
+	out, _ := s.exec(map[string]any{"code": "import os, socket\nprint(6 * 7, os.getcwd(), os.getuid(), os.getgid())\nprint(sorted(os.listdir('.')))", "timeout_s": 120})
+	if out.ExitCode != 0 || !strings.HasPrefix(out.Stdout, "42 /workspace ") || !strings.Contains(out.Stdout, " 10001\n") {
 		t.Fatalf("execute_code as a pod: %+v", out)
+	}
+	if uid, _ := strconv.Atoi(strings.Fields(out.Stdout)[2]); !ownUID(uid) {
+		t.Errorf("a pod's uid %d: want one of its own, from %d on", uid, contract.SandboxUIDBase)
 	}
 	// Warm: the pool's pod answers.
 	out, _ = s.exec(map[string]any{"code": "import sys\nprint('warm', file=sys.stderr)\nraise SystemExit(3)", "timeout_s": 60})
@@ -164,8 +154,9 @@ func TestKubernetesNode(t *testing.T) {
 	// when its attach stream closes (StdinOnce), or, for a pod the server
 	// created but never attached to (the pool's, when it is killed while
 	// the pod is pending), when nobody speaks to it within the runner's
-	// GREET (60 s). Its pods stay, completed, until a reaper deletes them;
-	// here the test does.
+	// GREET (60 s). Its pods, completed, are then deleted by another
+	// server on the namespace (a live replica, with state of its own: no
+	// lease file tells it about the dead one).
 	k := startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=1", "PYBOX_IMAGE="+image)
 	k.exec(map[string]any{"code": "print(1)", "timeout_s": 120}) // asks for the pool
 	k.exec(map[string]any{"code": "x = 1", "session_id": "doomed", "timeout_s": 120})
@@ -185,18 +176,30 @@ func TestKubernetesNode(t *testing.T) {
 	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
 	testenv.WaitFor(wait, func() bool { n, _ := running(); return n >= 2 }) // the session's and the pool's
 	stop()
+	before, _ := running()
 	k.kill()
 	killed := time.Now()
 	wait, stop = context.WithTimeout(ctx, 3*time.Minute) // GREET, and a pending pod's start on a loaded node
 	gone := testenv.WaitFor(wait, func() bool { n, _ := running(); return n == 0 })
 	stop()
-	left, all := running()
-	t.Logf("killed server: %d of its %d pods still running %v after the kill", left, all, time.Since(killed).Round(time.Millisecond))
-	if !gone || all < 2 {
-		t.Errorf("killed server: %d of its %d pods still running after three minutes; want none of at least 2", left, all)
+	left, _ := running()
+	t.Logf("killed server: %d of its %d pods still running %v after the kill", left, before, time.Since(killed).Round(time.Millisecond))
+	if !gone || before < 2 {
+		t.Errorf("killed server: %d of its %d pods still running after three minutes; want none of at least 2", left, before)
 	}
-	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, mine); err != nil {
-		t.Error(err)
+	// The servers alive on the namespace delete them once they ended (s,
+	// and a server started now: it looks at its start, then every 15 s).
+	startServer(t, "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+kubeconfig, k8sAccept, "PYBOX_WARM_POOL=0", "PYBOX_IMAGE="+image)
+	wait, stop = context.WithTimeout(ctx, 3*time.Minute)
+	reaped := testenv.WaitFor(wait, func() bool { _, all := running(); return all == 0 })
+	stop()
+	t.Logf("killed server: its pods deleted by the live servers %v after the kill (%v)", time.Since(killed).Round(time.Millisecond), reaped)
+	if !reaped {
+		_, all := running()
+		t.Errorf("killed server: %d of its pods still there 3 minutes after another server started", all)
+		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, mine); err != nil {
+			t.Error(err)
+		}
 	}
 
 	// pybox bench -kubernetes: the latency rows as pods, beside Docker's.

@@ -119,7 +119,6 @@ func New(ctx context.Context, c *Config, stderr io.Writer) (*App, error) {
 		}
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits, Filesystem: fsOf(vol),
-		SharedUID:     backend != nil, // pods keep the one user: a cluster's storage story is its own
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
 		WarmPool: warmPool(c.WarmPool), RunsDir: c.runsDir(), LeaseDir: filepath.Join(c.StateDir, "owners"),
 		StorageDirs: c.storageDirs(), Egress: eg, Log: log})
@@ -279,7 +278,7 @@ func (a *App) OpenStorage(path string) (*storage.Dir, error) {
 		return nil, fmt.Errorf("sandbox user %q: %w", a.user, err)
 	}
 	switch {
-	case a.Sandbox.OwnUIDs():
+	case a.Sandbox.OwnUIDs() && a.backend == nil: // pods share no host folder
 		err = dir.Share(uid, gid)
 	case owned && ownerUID != 0:
 		dir.SetNewOwner(uid, gid) // the folders pybox makes in it

@@ -75,8 +75,9 @@ type Backend struct {
 	opts PodOptions
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	strays map[string]bool // pods whose deletion failed: RemoveStrays tries again
+	mu       sync.Mutex
+	strays   map[string]bool // pods whose deletion failed: RemoveStrays tries again
+	lastReap time.Time       // the last look for orphaned pods (ReapOrphansEvery)
 }
 
 // New connects to the cluster, checks that pybox may manage pods in the

@@ -224,9 +224,10 @@ func readLines(r io.Reader, out chan<- string, n int, who string) {
 	_, _ = io.Copy(io.Discard, r) // until the stream ends
 }
 
-// probeUser is the uid:gid of the check's pods: not the sandboxes' (10001),
-// whose RLIMIT_NPROC counts every task of their uid on the node, so the
-// probe's threads never count against the sandboxes running there.
+// probeUser is the uid:gid of the check's pods: outside the sandboxes'
+// range (contract.SandboxUIDBase, a uid each), since RLIMIT_NPROC counts
+// every task of a uid on the node: the probe's threads never count
+// against a sandbox running there.
 const probeUser = "10003:10003"
 
 // probeSpec is a check's pod: pybox's hardening, python running code.

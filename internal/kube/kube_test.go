@@ -83,6 +83,17 @@ func namespace(t *testing.T, c *testenv.ControlPlane) (kubernetes.Interface, str
 	return cs, ns
 }
 
+// backendIn makes a fresh namespace on c and a backend of cfg for it.
+func backendIn(t *testing.T, c *testenv.ControlPlane, cfg kube.Config) (kubernetes.Interface, string, *kube.Backend) {
+	t.Helper()
+	cs, ns := namespace(t, c)
+	b, err := kube.NewWith(t.Context(), cs, c.Admin, cfg, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, ns, b
+}
+
 // runSpec is a stateless run's container, as the sandbox builds it.
 func runSpec(name, runtime string) engine.Spec {
 	cmd := append([]string{"/opt/venv/bin/python"}, "-c", "print(1)")
@@ -352,12 +363,8 @@ const manifests = "../../cmd/pybox/kubernetes"
 // and the lease path kept as an annotation; a live owner's pods stay.
 func TestReapByLabel(t *testing.T) {
 	c := cluster(t)
-	cs, ns := namespace(t, c)
+	cs, ns, b := backendIn(t, c, kube.Config{})
 	ctx := t.Context()
-	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{}, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
 	leases := filepath.Join(t.TempDir(), "owners")
 	newSandbox := func() *sandbox.Sandbox {
 		sb, err := sandbox.New(sandbox.Config{Backend: sandbox.Kubernetes(b), LeaseDir: leases, WarmPool: -1})
@@ -395,6 +402,73 @@ func TestReapByLabel(t *testing.T) {
 	}
 	if err := b.Remove(ctx, mine); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestReapFinished: pods that ended more than half a minute ago (their
+// server was killed: their runners ended with its attach streams) are
+// deleted by any pybox on the namespace, at its start and from its
+// reaper's tick, whoever created them; pods that just ended (their server
+// is reading or deleting them), running or pending ones stay.
+func TestReapFinished(t *testing.T) {
+	c := cluster(t)
+	cs, ns, b := backendIn(t, c, kube.Config{})
+	ctx := t.Context()
+	ended := func(phase corev1.PodPhase, ago time.Duration) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			at := metav1.NewTime(time.Now().Add(-ago))
+			p.Status.Phase = phase
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: kube.ContainerName, Image: "img", ImageID: "img",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: at, FinishedAt: at}}}}
+		}
+	}
+	running := func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: kube.ContainerName, Image: "img", ImageID: "img", Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}}}
+	}
+	cases := []struct {
+		name   string
+		status func(*corev1.Pod)
+		reaped bool
+	}{
+		{"pybox-run-gone-succeeded", ended(corev1.PodSucceeded, 2*time.Minute), true},
+		{"pybox-run-gone-failed", ended(corev1.PodFailed, time.Hour), true},
+		{"pybox-run-just-ended", ended(corev1.PodSucceeded, 0), false},
+		{"pybox-session-running", running, false},
+		{"pybox-pool-pending", nil, false},
+	}
+	for _, tc := range cases {
+		spec := runSpec(tc.name, "")
+		spec.Config.Labels = map[string]string{sandbox.LabelManaged: "true", sandbox.LabelOwner: "someone-else"}
+		p, err := b.Create(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.status != nil {
+			tc.status(p)
+			if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sb, err := sandbox.New(sandbox.Config{Backend: sandbox.Kubernetes(b), WarmPool: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	n, err := sb.ReapOrphans(ctx)
+	if err != nil || n != 2 {
+		t.Errorf("reaped %d, %v; want 2", n, err)
+	}
+	for _, tc := range cases {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, tc.name, metav1.GetOptions{})
+		if gone := err != nil || p.DeletionTimestamp != nil; gone != tc.reaped {
+			t.Errorf("pod %s: deleted %v; want %v", tc.name, gone, tc.reaped)
+		}
+		if !tc.reaped {
+			b.Remove(ctx, tc.name)
+		}
 	}
 }
 

@@ -54,12 +54,8 @@ func withNode(t *testing.T) *testenv.ControlPlane {
 // stream. It logs the figures (create to attached, and to the echo).
 func TestColdStart(t *testing.T) {
 	c := withNode(t)
-	cs, ns := namespace(t, c)
+	_, _, b := backendIn(t, c, kube.Config{})
 	ctx := t.Context()
-	b, err := kube.NewWith(ctx, cs, c.Admin, kube.Config{}, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var attached, echoed []time.Duration
 	for i := range 5 {
 		spec := runSpec("pybox-cold-"+string(rune('a'+i)), "")
