@@ -42,7 +42,7 @@ type benchReport struct {
 }
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := &config{}
+	c := commandConfig("bench")
 	fs := newFlags("bench", "pybox bench [flags]", stderr, c)
 	n := fs.Int("n", 20, "iterations per scenario")
 	jsonOut := fs.String("json", "", "also write the JSON report to this file (\"-\" = stdout only JSON)")

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -105,16 +104,7 @@ func benchEval(ctx context.Context, image string, forward []string, trivial, wor
 // evalForward keeps, of the flags forwarded to a child, those `pybox
 // eval` has (a setting from the environment or the policy is forwarded
 // too, and eval has not the server's).
-func evalForward(forward []string) []string {
-	var out []string
-	for _, f := range forward {
-		name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
-		if !slices.Contains(evalOmits, name) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func evalForward(forward []string) []string { return forwardable("eval", forward) }
 
 // benchEvalBatch runs one batch through a child `pybox eval`.
 func benchEvalBatch(ctx context.Context, self string, forward []string, dir, label string, samples []sample) evalBenchRow {
@@ -185,7 +175,7 @@ func pyboxRunSample(ctx context.Context, self string, forward []string, dir stri
 	if err := os.WriteFile(file, []byte(s.program()), 0o644); err != nil {
 		return err
 	}
-	return exec.CommandContext(ctx, self, append(append([]string{"run"}, forward...), file)...).Run()
+	return exec.CommandContext(ctx, self, append(append([]string{"run"}, forwardable("run", forward)...), file)...).Run()
 }
 
 func writeEvalReport(rep evalBenchReport, jsonPath string, stdout io.Writer) error {

@@ -79,7 +79,7 @@ func (c *config) commonSettings() []setting {
 		{"image", "PYBOX_IMAGE", "runtime image (default pybox-runtime:<variant>)", str(&c.Image, "")},
 		{"allowed-images", "PYBOX_ALLOWED_IMAGES", "images configure_environment may start from besides pybox's runtime images and --image: full references (name:tag or name@sha256:digest), separated by commas or spaces; never image IDs", str(&c.AllowedImages, "")},
 		{"variant", "PYBOX_VARIANT", "runtime image variant: base or datascience", str(&c.Variant, "base")},
-		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc); default the daemon's", str(&c.Runtime, "")},
+		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc: gVisor); on Kubernetes, a RuntimeClass name; default the daemon's", str(&c.Runtime, "")},
 		{"backend", "PYBOX_BACKEND", "where sandboxes run: docker (Docker or Podman) or kubernetes (a pod each; see docs/kubernetes.md)", str(&c.Backend, "docker")},
 		{"k8s-namespace", "PYBOX_K8S_NAMESPACE", "namespace of the sandbox pods with --backend kubernetes; default the kubeconfig's (in a pod: its own)", str(&c.K8sNamespace, "")},
 		{"k8s-accept-unenforced", "PYBOX_K8S_ACCEPT_UNENFORCED", "with --backend kubernetes, the start checks a cluster may fail and pybox still serves, separated by commas: networkpolicy (the deny-all NetworkPolicy is not enforced: sandboxes reach each other), pids (pods have no processes bound); default none: pybox refuses to start", str(&c.K8sAccept, "")},
@@ -89,41 +89,41 @@ func (c *config) commonSettings() []setting {
 		{"memory", "PYBOX_MEMORY", "memory per run, no extra swap (e.g. 512m, 1g)", str(&c.Memory, "512m")},
 		{"cpus", "PYBOX_CPUS", "CPU quota per run in cores", func(fs *flag.FlagSet, n, u string) { fs.Float64Var(&c.CPUs, n, sandbox.DefaultCPUs, u) }},
 		{"pids", "PYBOX_PIDS", "processes and threads per run", func(fs *flag.FlagSet, n, u string) { fs.Int64Var(&c.Pids, n, sandbox.DefaultPids, u) }},
-		{"output-limit", "PYBOX_OUTPUT_LIMIT", "cap per output stream (e.g. 1m)", str(&c.OutputLimit, "1m")},
-		{"workspace-quota", "PYBOX_WORKSPACE_QUOTA", "storage quota of an owner (a tenant): code storage, session folders and the output folders of runs under way together, enforced while programs run (e.g. 1g)", str(&c.Quota, "1g")},
+		{"output-limit", "PYBOX_OUTPUT_LIMIT", "cap per output stream, per run or session call (e.g. 1m); the rest is dropped inside the sandbox (read and counted by the runner, never sent to the server) and truncated set, with the count of bytes dropped", str(&c.OutputLimit, "1m")},
+		{"workspace-quota", "PYBOX_WORKSPACE_QUOTA", "storage quota of an owner (a tenant): code storage, session folders and the output folders of runs under way together, enforced while programs run (e.g. 1g; see docs/quota.md)", str(&c.Quota, "1g")},
 		{"workspace-max-files", "PYBOX_WORKSPACE_MAX_FILES", "files and folders an owner (a tenant) may hold, all its folders together", func(fs *flag.FlagSet, n, u string) { fs.Int64Var(&c.QuotaFiles, n, sandbox.DefaultWorkspaceFiles, u) }},
-		{"quota-mode", "PYBOX_QUOTA_MODE", "how the workspace quota is enforced: filesystem (each owner's folders on an ext4 image of its own, sized to the quota and loop-mounted: the kernel refuses writes past it; Linux, root, loop devices, e2fsprogs), meter (the folders are measured while programs run, which stop when over), or auto (filesystem where possible and the folders hold no files from before, else meter)", str(&c.QuotaMode, "auto")},
-		{"disk-reserve", "PYBOX_DISK_RESERVE", "free space the host disk under the workspaces keeps: programs are stopped, and files refused, below it (e.g. 512m)", str(&c.DiskReserve, "512m")},
-		{"max-calls", "PYBOX_MAX_CALLS", "tool calls in flight at once (running or queued); more are refused at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxCalls, n, 32, u) }},
-		{"stall-timeout", "PYBOX_STALL_TIMEOUT", "how long a write to the client (stdout) may stay blocked before the client is taken as gone: every run stops, its containers are removed and the server exits", dur(&c.StallTimeout, 30*time.Second)},
+		{"quota-mode", "PYBOX_QUOTA_MODE", "how the workspace quota is enforced: filesystem (each owner's folders on an ext4 image of its own, sized to the quota and loop-mounted: the kernel refuses writes past it; Linux, root, loop devices, e2fsprogs), meter (the folders are measured while programs run, which stop when over), or auto (filesystem where possible and the folders hold no files from before, else meter; see docs/quota.md)", str(&c.QuotaMode, "auto")},
+		{"disk-reserve", "PYBOX_DISK_RESERVE", "free space the host disk under the workspaces keeps: programs are stopped, and files refused, below it (e.g. 512m; 0: none)", str(&c.DiskReserve, "512m")},
+		{"max-calls", "PYBOX_MAX_CALLS", "tool calls in flight at once (running or waiting for a slot), and at most 16 MiB of their arguments: more are refused at once with a busy tool error, before anything is saved", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxCalls, n, 32, u) }},
+		{"stall-timeout", "PYBOX_STALL_TIMEOUT", "how long a write to the client (stdout) may stay blocked before the client is taken as gone: every run stops, its containers are removed and the server exits with an error (a client that stops reading cannot hold containers)", dur(&c.StallTimeout, 30*time.Second)},
 		{"max-concurrent", "PYBOX_MAX_CONCURRENT", "programs running at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxConcurrent, n, 4, u) }},
 		{"queue-wait", "PYBOX_QUEUE_WAIT", "how long a run waits for a free slot before a busy error", dur(&c.QueueWait, 30*time.Second)},
-		{"warm-pool", "PYBOX_WARM_POOL", "ready containers kept per environment for fast runs, at least (more under demand; 0 disables)", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.WarmPool, n, 2, u) }},
+		{"warm-pool", "PYBOX_WARM_POOL", "ready containers kept per environment so a run skips container start-up: at least this many; more while runs come often, up to twice --max-concurrent and at most 8, back to this after 30 s idle; refilled after each run; 0 disables", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.WarmPool, n, 2, u) }},
 		{"max-sessions", "PYBOX_MAX_SESSIONS", "live stateful sessions at once", func(fs *flag.FlagSet, n, u string) { fs.IntVar(&c.MaxSessions, n, 8, u) }},
 		{"session-ttl", "PYBOX_SESSION_TTL", "idle time after which a session ends", dur(&c.SessionTTL, 15*time.Minute)},
 		{"max-code-size", "PYBOX_MAX_CODE_SIZE", "largest program (or stdin text, or appended chunk) accepted (e.g. 1m)", str(&c.MaxCodeBytes, "1m")},
 		{"max-file-size", "PYBOX_MAX_FILE_SIZE", "largest code file the file tools build or read (e.g. 8m)", str(&c.MaxFileBytes, "8m")},
 		{"policy", "PYBOX_POLICY", "policy: default, strict, permissive, or a policy file, JSON or YAML (its settings apply where no flag or variable is given)", str(&c.Policy, "default")},
 		{"toolset", "PYBOX_TOOLSET", "tools to list: default, mcp-code-executor, mcp-executor, python-executor, all", str(&c.Toolset, "default")},
-		{"log-level", "PYBOX_LOG_LEVEL", "log level on stderr: debug, info, warn, error", str(&c.LogLevel, "info")},
+		{"log-level", "PYBOX_LOG_LEVEL", "log level: debug, info, warn, error; logs go to stderr only (stdout is the protocol), bounded: values are cut at 1 KiB, and a message repeated more than 20 times at once is written once per 3 s after that, with a count of what was left out", str(&c.LogLevel, "info")},
 		{"debian-mirror", "PYBOX_DEBIAN_MIRROR", "Debian mirror for offline image builds", str(&c.Mirror, "http://deb.debian.org/debian")},
 		{"build", "PYBOX_BUILD", "build the runtime image when missing: auto (online, then offline), online, offline, never", str(&c.Build, "auto")},
 		{"env-type", "ENV_TYPE", "environment type at start: venv-uv, venv, conda, image", str(&c.EnvType, images.EnvVenvUV)},
-		{"venv-path", "VENV_PATH", "venv inside the image for ENV_TYPE=venv", str(&c.VenvPath, "")},
-		{"uv-venv-path", "UV_VENV_PATH", "venv inside the image for ENV_TYPE=venv-uv", str(&c.UVVenvPath, "")},
+		{"venv-path", "VENV_PATH", "venv inside the image for ENV_TYPE=venv (default /opt/venv)", str(&c.VenvPath, "")},
+		{"uv-venv-path", "UV_VENV_PATH", "venv inside the image for ENV_TYPE=venv-uv (default /opt/venv)", str(&c.UVVenvPath, "")},
 		{"conda-env-name", "CONDA_ENV_NAME", "conda environment for ENV_TYPE=conda (needs an --image with conda)", str(&c.CondaName, "")},
-		{"python-path", "PYBOX_PYTHON_PATH", "interpreter inside --image for ENV_TYPE=image", str(&c.PythonPath, "")},
-		{"preinstalled-packages", "PREINSTALLED_PACKAGES", "space-separated requirements installed at start (cached as an image layer)", str(&c.Preinstalled, "")},
+		{"python-path", "PYBOX_PYTHON_PATH", "interpreter inside --image for ENV_TYPE=image (default python3)", str(&c.PythonPath, "")},
+		{"preinstalled-packages", "PREINSTALLED_PACKAGES", "space-separated requirements installed at start (cached as an image layer: later starts hit the cache)", str(&c.Preinstalled, "")},
 		{"index-url", "PYBOX_INDEX_URL", "package index URL for installs (default PyPI)", str(&c.IndexURL, "")},
 		{"extra-index-url", "PYBOX_EXTRA_INDEX_URL", "extra package index URL", str(&c.ExtraIndexURL, "")},
-		{"wheelhouse", "PYBOX_WHEELHOUSE", "host directory of wheels mounted read-only into installs (a readable copy when the install user cannot read it); alone, no index is used", str(&c.Wheelhouse, "")},
-		{"install-network", "PYBOX_INSTALL_NETWORK", "what the download step that fetches packages reaches, through pybox's egress proxy (no container has a network interface): index (the index hosts and --install-allow), allowlist (--install-allow only), none (a wheelhouse only)", str(&c.InstallNet, "index")},
-		{"install-allow", "PYBOX_INSTALL_ALLOW", "comma-separated hosts (host, host:port, *.suffix) the download step may reach besides the index hosts", str(&c.InstallAllow, "")},
-		{"egress-allow", "PYBOX_EGRESS_ALLOW", "comma-separated hosts (host, host:port, *.suffix) programs may reach through pybox's egress proxy; empty: no network at all", str(&c.EgressAllow, "")},
-		{"egress-allow-addrs", "PYBOX_EGRESS_ALLOW_ADDRS", "comma-separated private, loopback or link-local addresses or prefixes (10.0.0.5, 10.1.0.0/16) the egress proxy may connect to; by default it refuses them all", str(&c.EgressAddrs, "")},
+		{"wheelhouse", "PYBOX_WHEELHOUSE", "host directory of wheels mounted read-only into installs (a readable copy when the install user cannot read it); alone, no index is used (air-gapped hosts)", str(&c.Wheelhouse, "")},
+		{"install-network", "PYBOX_INSTALL_NETWORK", "what the download step that fetches packages reaches, through pybox's egress proxy (no container has a network interface): index (the index hosts and --install-allow), allowlist (--install-allow only), none (a wheelhouse only); the old bridge and host are taken as index, with a warning at start", str(&c.InstallNet, "index")},
+		{"install-allow", "PYBOX_INSTALL_ALLOW", "comma-separated hosts (host, host:port, *.suffix) the download step may reach besides the index hosts (say, where a private index serves its files)", str(&c.InstallAllow, "")},
+		{"egress-allow", "PYBOX_EGRESS_ALLOW", "comma-separated hosts (host: ports 80 and 443; host:port; *.suffix) programs may reach through pybox's egress proxy; empty: no network at all", str(&c.EgressAllow, "")},
+		{"egress-allow-addrs", "PYBOX_EGRESS_ALLOW_ADDRS", "comma-separated private, loopback or link-local addresses or prefixes (10.0.0.5, 10.1.0.0/16) the egress proxy may connect to (runs and installs); by default it refuses them all", str(&c.EgressAddrs, "")},
 		{"egress-test-hosts", "PYBOX_EGRESS_TEST_HOSTS", "TEST ONLY: name=address,... the egress proxy resolves instead of asking DNS", str(&c.EgressTest, "")},
 		{"install-timeout", "PYBOX_INSTALL_TIMEOUT", "time limit of one install", dur(&c.InstallTime, 10*time.Minute)},
-		{"layer-quota", "PYBOX_LAYER_QUOTA", "disk the package layers an owner's installs commit may take together (each tenant's own; each layer's own size): an install past it is refused (e.g. 10g)", str(&c.LayerQuota, "10g")},
+		{"layer-quota", "PYBOX_LAYER_QUOTA", "disk the package layers an owner's installs commit may take together (each tenant's own; each layer's own size): an install past it is refused (e.g. 10g; see docs/quota.md)", str(&c.LayerQuota, "10g")},
 		{"state-dir", "PYBOX_STATE_DIR", "where the active environment is saved across restarts, and the leases (owners/) that tell which leftover containers are safe to remove", str(&c.StateDir, app.DefaultStateDir())},
 		{"allow-url-requirements", "PYBOX_ALLOW_URL_REQUIREMENTS", "let install_dependencies accept \"name @ https://...\" requirements", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowURLReqs, n, false, u) }},
 		{"allow-sdist", "PYBOX_ALLOW_SDIST", "let installs build source distributions when no wheel fits (their build code runs, unprivileged, in the install container); default wheels only", func(fs *flag.FlagSet, n, u string) { fs.BoolVar(&c.AllowSdist, n, false, u) }},
@@ -163,6 +163,9 @@ func (c *config) applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 // environment, then from the policy in force.
 func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 	c.register(fs)
+	if err := c.refuseOthers(fs, args); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -177,6 +180,7 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := c.applyPolicy(fs); err != nil {
 		return err
 	}
+	c.keepConsistent()
 	if c.InstallNet == "bridge" || c.InstallNet == "host" {
 		fmt.Fprintf(fs.Output(), "pybox: warning: install network %q is taken as \"index\": no container gets a network any more; "+
 			"installs reach the index hosts only, through pybox's egress proxy (set index, allowlist or none)\n", c.InstallNet)

@@ -47,7 +47,7 @@ type probe struct {
 }
 
 func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &config{}
+	c := commandConfig("doctor")
 	fs := newFlags("doctor", "pybox doctor [flags]", stderr, c)
 	if err := parse(fs, c, args); err != nil {
 		return exitCode(err, stderr)

@@ -67,7 +67,7 @@ type evalFlags struct {
 }
 
 func evalCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &config{omit: evalOmits}
+	c := commandConfig("eval")
 	fs := newFlags("eval", evalUsage, stderr, c)
 	usage := fs.Usage
 	fs.Usage = func() { fmt.Fprint(stderr, evalHelp); usage() }

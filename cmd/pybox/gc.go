@@ -20,7 +20,7 @@ lease label is left alone). Then removes the package-layer images no saved
 environment uses.`
 
 func gcCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := &config{}
+	c := commandConfig("gc")
 	fs := newFlags("gc", gcSynopsis, stderr, c)
 	all := fs.Bool("all", false, "remove every package-layer image, even those the saved environments use (containers: same rule as without it)")
 	dry := fs.Bool("dry-run", false, "remove no container, and only print the package layers that would be removed")

@@ -30,8 +30,9 @@ Usage:
   pybox gc [--all] [--dry-run]   remove gone servers' leftover containers and unused package-layer images
   pybox version                  print the version (also: pybox --version)
 
-Run "pybox COMMAND --help" for a command's flags. Every flag can also be set
-by the environment variable shown in its help; a flag on the command line wins.
+Run "pybox COMMAND --help" for a command's flags: each command has the settings
+it uses, and refuses the others'. Every flag can also be set by the environment
+variable shown in its help; a flag on the command line wins.
 `
 
 func main() {
@@ -104,6 +105,10 @@ func newFlags(name, synopsis string, stderr io.Writer, c *config) *flag.FlagSet 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
+		if r, ok := stderr.(flagsReporter); ok { // the configuration reference's generator (configdoc_test.go)
+			r.reportFlags(synopsis, fs, c)
+			return
+		}
 		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
 		if c != nil {
@@ -111,6 +116,11 @@ func newFlags(name, synopsis string, stderr io.Writer, c *config) *flag.FlagSet 
 		}
 	}
 	return fs
+}
+
+// flagsReporter takes a command's flags where its --help would print them.
+type flagsReporter interface {
+	reportFlags(synopsis string, fs *flag.FlagSet, c *config)
 }
 
 // parse parses flags, mapping flag errors to errUsage.

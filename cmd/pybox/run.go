@@ -39,7 +39,7 @@ type verdict struct {
 }
 
 func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &config{}
+	c := commandConfig("run")
 	fs := newFlags("run", "pybox run [flags] FILE|-", stderr, c)
 	stdinFile := fs.String("stdin", "", "file fed to the program's standard input (default: none, so input() raises EOFError)")
 	asJSON := fs.Bool("json", false, "print a JSON verdict (exit_code, stdout, stderr, timed_out, ...) instead of the program's streams")

@@ -10,7 +10,7 @@ import (
 )
 
 func serveCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := &config{Config: app.Config{Serving: true}}
+	c := commandConfig("serve")
 	fs := newFlags("serve", "pybox serve [flags]", stderr, c)
 	if err := parse(fs, c, args); err != nil {
 		return err
