@@ -18,6 +18,9 @@ const (
 	referenceRegen = "go test ./cmd/pybox -run TestConfigurationReference -update"
 )
 
+// update rewrites golden files (here and in e2e_toolsets_test.go) and the reference.
+var update = flag.Bool("update", false, "rewrite golden files and docs/configuration.md")
+
 // helpFlags catches a command's flag set where its --help would print it.
 type helpFlags struct {
 	synopsis string

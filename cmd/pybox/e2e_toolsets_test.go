@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,8 +13,6 @@ import (
 	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/tools"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // toolSnapshot is what a client sees of a tool.
 type toolSnapshot struct {
