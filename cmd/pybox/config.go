@@ -76,7 +76,7 @@ func (c *config) commonSettings() []setting {
 	}
 	return []setting{
 		{"code-storage-dir", "CODE_STORAGE_DIR", "directory for code files, mounted at /workspace", str(&c.StorageDir, app.DefaultStorageDir())},
-		{"image", "PYBOX_IMAGE", "runtime image (default pybox-runtime:<variant>)", str(&c.Image, "")},
+		{"image", "PYBOX_IMAGE", "runtime image: a local image programs run in instead of pybox's (default pybox-runtime:<variant>)", str(&c.Image, "")},
 		{"allowed-images", "PYBOX_ALLOWED_IMAGES", "images configure_environment may start from besides pybox's runtime images and --image: full references (name:tag or name@sha256:digest), separated by commas or spaces; never image IDs", str(&c.AllowedImages, "")},
 		{"variant", "PYBOX_VARIANT", "runtime image variant: base or datascience", str(&c.Variant, "base")},
 		{"runtime", "PYBOX_RUNTIME", "OCI runtime for sandboxes (runc, crun, runsc: gVisor); on Kubernetes, a RuntimeClass name; default the daemon's", str(&c.Runtime, "")},
