@@ -143,3 +143,45 @@ func checkPlanted(t *testing.T, res sandbox.Result, exit int, stderr string) {
 		t.Errorf("exit %d, stderr %q; want exit %d and %q in stderr", res.ExitCode, res.Stderr, exit, stderr)
 	}
 }
+
+// plantOwn is a program's first lines when it plants, in its own private
+// /workspace, a module for every standard-library name not imported yet:
+// what a program of pybox eval (scratch workspace, PYBOX_PRIVATE) can do
+// before it fails, since the runner imports its traceback modules lazily
+// there.
+const plantOwn = "import os, sys\n" +
+	"for n in sorted(sys.stdlib_module_names - set(sys.modules)):\n" +
+	"    with open(os.path.join('/workspace', n + '.py'), 'w') as f:\n" +
+	"        f.write('import os\\nos.write(2, b\"\\\\n" + plantedMark + " ' + n + '\\\\n\")\\n')\n" +
+	"del n, f\n"
+
+// TestRunnerLazyImportsNothingPlanted: with a private workspace the
+// runner imports its traceback modules only when a program fails, and
+// then from the standard library: never a module the program itself
+// planted in its folder (which comes first on its sys.path).
+func TestRunnerLazyImportsNothingPlanted(t *testing.T) {
+	sb, eng := newSandbox(t, sandbox.Config{MaxConcurrent: 2, WarmPool: -1})
+	image := testenv.RuntimeImage(t, eng, "base")
+	for _, c := range []plantedCase{
+		{name: "raise", code: "def f():\n    return {'a': 1}['a'] / 0\nf()\n", exit: 1, stderr: "ZeroDivisionError"},
+		{name: "exit message", code: "raise SystemExit('bye')\n", exit: 1, stderr: "bye"},
+		{name: "eval fail", code: "def f():\n    return 2\n", test: ptr("assert f() == 3, 'wrong'\n"), exit: 1, stderr: "AssertionError"},
+		{name: "eval pass", code: "def f():\n    return 2\n", test: ptr("assert f() == 2\n")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code := plantOwn + c.code
+			res, err := sb.Run(t.Context(), sandbox.Program{Image: image, File: "main.py", Source: &code, Test: c.test})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPlanted(t, res, c.exit, c.stderr)
+		})
+	}
+	t.Run("control", func(t *testing.T) { // the program's own import of a planted name runs it
+		code := plantOwn + "import importlib, sys\nsys.path_importer_cache.clear()\nimportlib.invalidate_caches()\nimport traceback\n"
+		res, err := sb.Run(t.Context(), sandbox.Program{Image: image, File: "main.py", Source: &code})
+		if err != nil || !strings.Contains(res.Stderr, plantedMark+" traceback") {
+			t.Errorf("the program's own import of a planted traceback did not run it: %+v, %v", res, err)
+		}
+	})
+}

@@ -475,6 +475,9 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	if s.ownUIDs {
 		env["PYBOX_UMASK"] = "002" // what it writes stays writable by the next container, another uid of the group
 	}
+	if plan.Scratch {
+		env["PYBOX_PRIVATE"] = "1" // nothing but its program writes /workspace: the runner imports lazily (see its LAZY)
+	}
 	return plan
 }
 

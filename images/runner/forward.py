@@ -6,7 +6,6 @@ variables (and pip's) at it, before the program's process exists;
 egress_start then relays each connection to the socket, at most
 EGRESS_MAX at once, in threads of the process that called it."""
 import os
-import socket
 import threading
 
 EGRESS_MAX = 64  # connections relayed at once; more wait in the listen queue
@@ -18,6 +17,8 @@ def egress_listen():
     path = os.environ.pop("PYBOX_EGRESS", "")
     if not path:
         return None
+    global socket
+    import socket  # only here: a run without egress spares its import
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.bind(("127.0.0.1", 0))
     ls.listen(128)

@@ -550,7 +550,7 @@ def take_request(buf):
     return json.loads(buf[nl + 1:nl + 1 + n]), buf[nl + 1 + n:]
 
 
-def worker_main(mode, fds):
+def worker_main(mode, fds, warm):
     """In the forked worker: keep nothing of the supervisor's but its own
     pipes (fds 0-2 are replaced first), then serve (worker.py)."""
     requests, ctl, out, err, call_w, reply_r = fds
@@ -566,7 +566,7 @@ def worker_main(mode, fds):
                 os.close(fd)
             except OSError:
                 pass  # the listing's own descriptor, already closed
-    return worker(mode, requests, ctl, (call_w, reply_r))
+    return worker(mode, requests, ctl, (call_w, reply_r), warm)
 
 
 def main(argv):
@@ -577,10 +577,13 @@ def main(argv):
     confine()
     os.umask(int(os.environ.pop("PYBOX_UMASK", "022"), 8))  # 002 when sandboxes, a uid each, share files through their group
     greet = greet_seconds()
+    warm = os.environ.pop("PYBOX_PRIVATE", "") != "1"  # a workspace other runs write too: see LAZY
+    if warm:
+        preload()
     egress = egress_listen()  # before the fork: the worker inherits the proxy variables, not the socket (worker_main closes it)
     sup = Supervisor(argv == ["once"])
     if sup.pid == 0:
-        return worker_main(argv[0], sup.child_fds)
+        return worker_main(argv[0], sup.child_fds, warm)
     if egress:
         egress_start(*egress)  # threads only after the fork
     sup.serve(greet)
