@@ -54,15 +54,18 @@ type pool struct {
 	changed chan struct{}  // closed when a fill ends; see changes
 	demand  map[string]*demand
 	recent  []string // keys, most recent last
-	closed  bool
-	wg      sync.WaitGroup // fills and background removals
+	// upcoming is how many more runs the caller will start (see
+	// Sandbox.Upcoming), all keys together; negative: unknown.
+	upcoming int
+	closed   bool
+	wg       sync.WaitGroup // fills and background removals
 }
 
 // newPool returns a pool keeping floor ready containers per key, up to
 // ceiling under demand; floor 0 disables it.
 func newPool(floor, ceiling int, start func(context.Context, Program) (*warm, error), log *slog.Logger) *pool {
 	return &pool{floor: floor, ceiling: max(floor, ceiling), start: start, log: log, idle: map[string][]*warm{},
-		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}}
+		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}, upcoming: -1}
 }
 
 // demand is a key's recent use.
@@ -170,11 +173,24 @@ func (pl *pool) changes() <-chan struct{} {
 func (pl *pool) ready() int {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	return pl.readyLocked()
+}
+
+// readyLocked is ready, called with mu held.
+func (pl *pool) readyLocked() int {
 	n := 0
 	for _, ws := range pl.idle {
 		n += len(ws)
 	}
 	return n
+}
+
+// setUpcoming records how many more runs the caller will start
+// (negative: unknown); see Sandbox.Upcoming.
+func (pl *pool) setUpcoming(n int) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.upcoming = n
 }
 
 // done ends a run counted by take and refills p's key: after the
@@ -247,6 +263,9 @@ func (pl *pool) refill(key string, p Program) {
 		return
 	}
 	need := pl.target(key, time.Now()) - len(pl.idle[key]) - pl.filling[key]
+	if pl.upcoming >= 0 { // no container past the runs still to come
+		need = min(need, pl.upcoming-pl.readyLocked()-pl.fills())
+	}
 	for range min(max(need, 0), maxFills-pl.fills()) {
 		pl.filling[key]++
 		pl.wg.Go(func() { pl.fill(key, p) })

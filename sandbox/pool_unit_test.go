@@ -275,3 +275,32 @@ func TestPoolUnitOldKeysDrained(t *testing.T) {
 		t.Error("the oldest environment is still kept warm")
 	}
 }
+
+// TestPoolUnitUpcomingBoundsFills: told how many runs are still to come,
+// the pool starts no container past them (one started and never used
+// costs as much as a run); told "unknown" again, it follows demand.
+func TestPoolUnitUpcomingBoundsFills(t *testing.T) {
+	st := &starter{}
+	pl := stubPool(t, 4, 8, st)
+	pl.setUpcoming(1)
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram) // the target is 4; one run is still to come
+	eventually(t, "one ready container", func() bool { return pl.ready() == 1 })
+	pl.setUpcoming(0)
+	w := pl.take(context.Background(), stubProgram)
+	if w == nil {
+		t.Fatal("the ready container was not handed out")
+	}
+	pl.dropLater(w)
+	pl.done(stubProgram) // nothing is to come: no refill
+	pl.mu.Lock()
+	fills := pl.fills()
+	pl.mu.Unlock()
+	if made, _ := st.counts(); made != 1 || fills != 0 || pl.ready() != 0 {
+		t.Errorf("%d started, %d starting, %d ready with no run to come; want 1, 0, 0", made, fills, pl.ready())
+	}
+	pl.setUpcoming(-1)
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram)
+	eventually(t, "the floor, refilled once the count is unknown", func() bool { return pl.ready() == 4 })
+}

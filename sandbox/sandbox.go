@@ -199,6 +199,13 @@ func (s *Sandbox) MaxSessions() int { return s.cfg.MaxSessions }
 // environments together.
 func (s *Sandbox) PoolReady() int { return s.pool.ready() }
 
+// Upcoming tells the warm pool how many more stateless runs the caller
+// will start (pybox eval: the runs of the samples it has not handed out
+// yet), so that it starts no ready container past them: one started and
+// never used costs as much as a run. Negative: unknown (the default);
+// the pool then follows demand alone.
+func (s *Sandbox) Upcoming(n int) { s.pool.setUpcoming(n) }
+
 // Account is the owner's storage account: its folders against its quota.
 func (s *Sandbox) Account() *Account { return s.acct }
 

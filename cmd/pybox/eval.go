@@ -270,3 +270,6 @@ func (e evalBackend) Guard(code string) (*sandbox.Guard, error) { return e.a.Con
 func (e evalBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result, error) {
 	return e.a.Sandbox.Run(ctx, p)
 }
+
+// Upcoming: the warm pool starts no container past the runs still to come.
+func (e evalBackend) Upcoming(n int) { e.a.Sandbox.Upcoming(n) }

@@ -31,6 +31,10 @@ type Backend interface {
 	Run(ctx context.Context, p sandbox.Program) (sandbox.Result, error)
 }
 
+// upcomer is a Backend that can be told how many more programs it will
+// be asked to run (its warm pool then starts no container past them).
+type upcomer interface{ Upcoming(n int) }
+
 // Options configure Run. The zero value (with a Backend) runs one sample
 // at a time and reports nothing.
 type Options struct {
@@ -91,6 +95,9 @@ func (r *runner) run(ctx context.Context, out chan<- Outcome) {
 	if err := r.prepare(ctx); err != nil {
 		out <- Outcome{Err: err}
 		return
+	}
+	if u, ok := r.opts.Backend.(upcomer); ok {
+		defer u.Upcoming(-1) // unknown again, for whatever runs next on the backend
 	}
 	r.runAll(ctx, out)
 }
@@ -223,10 +230,22 @@ func (r *runner) runAll(ctx context.Context, out chan<- Outcome) {
 	}
 }
 
-// feed hands out the positions to run, no further than the window allows.
+// feed hands out the positions to run, no further than the window
+// allows, telling the backend how many programs are still to come.
 func (r *runner) feed(ctx context.Context, window chan struct{}, todo chan<- int) {
 	defer close(todo)
-	for pos := range r.samples {
+	tell := func(int) {}
+	if u, ok := r.opts.Backend.(upcomer); ok {
+		tell = u.Upcoming
+	}
+	defer tell(0) // every sample handed out (or the batch stopped)
+	left := 0     // programs of the samples not handed out yet: a case is one each
+	for _, s := range r.samples {
+		left += max(len(s.Cases), 1)
+	}
+	for pos, s := range r.samples {
+		tell(left)
+		left -= max(len(s.Cases), 1)
 		select {
 		case window <- struct{}{}:
 		case <-ctx.Done():

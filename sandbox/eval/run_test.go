@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,5 +138,40 @@ func TestRunCases(t *testing.T) {
 	got := collect(Run(context.Background(), []*Sample{s}, Options{Backend: fakeBackend{}, Compare: Compare{Mode: "tokens"}}))
 	if !got[0].Result.Passed {
 		t.Errorf("tokens: %+v", got[0].Result)
+	}
+}
+
+// upcomingBackend records what Run tells it of the programs still to come.
+type upcomingBackend struct {
+	fakeBackend
+	mu   sync.Mutex
+	told []int
+}
+
+func (b *upcomingBackend) Upcoming(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.told = append(b.told, n)
+}
+
+// TestRunTellsUpcoming: a backend that can be told (the sandbox's warm
+// pool) hears how many programs are still to come, a case counting as
+// one each, down to 0 once every sample is handed out, then "unknown".
+func TestRunTellsUpcoming(t *testing.T) {
+	b := &upcomingBackend{}
+	samples := []*Sample{sampleOf(0, "ok"), sampleOf(1, "ok"), sampleOf(2, "ok")}
+	a, bb, x := "a", "b", "x"
+	samples[1].Cases = []Case{{Stdin: &a, ExpectedStdout: &x}, {Stdin: &bb, ExpectedStdout: &x}}
+	code := "a=print x;b=print x;"
+	samples[1].Code = &code
+	for _, o := range collect(Run(t.Context(), samples, Options{Backend: b, Jobs: 1})) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if want := []int{4, 3, 1, 0, -1}; !slices.Equal(b.told, want) {
+		t.Errorf("told %v; want %v", b.told, want)
 	}
 }
