@@ -20,7 +20,8 @@ type evalBenchRow struct {
 	Samples   int     `json:"samples"`
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"samples_per_s"`
-	NotPassed int     `json:"not_passed"` // samples that should pass and did not
+	NotPassed int     `json:"not_passed"`                    // samples that should pass and did not
+	Floor     float64 `json:"floor_samples_per_s,omitempty"` // -eval-floor: the floor's rate measured beside this row
 	Note      string  `json:"note,omitempty"`
 	Skipped   string  `json:"skipped,omitempty"`
 }
