@@ -37,7 +37,8 @@ type App struct {
 	Installer *images.Installer
 	Image     string // the runtime image in force
 
-	backend  sandbox.Backend // nil: Docker (engine); else Kubernetes
+	backend  sandbox.Backend      // where sandboxes run: Docker (over Engine) or a cluster
+	caps     sandbox.Capabilities // what backend can do (host folders, local images, egress)
 	index    images.Index
 	user     string          // uid:gid programs run as (config.sandboxUser)
 	progress io.Writer       // where long work (image builds, installs) reports
@@ -97,6 +98,10 @@ func New(ctx context.Context, c *Config, stderr io.Writer) (*App, error) {
 		return nil, err
 	}
 	if backend == nil {
+		backend = sandbox.Docker(eng)
+	}
+	caps := sandbox.CapabilitiesOf(backend)
+	if caps.LocalImages { // the engine's runtimes are those a policy chooses among
 		if err := c.policyRuntime(eng, log); err != nil {
 			eng.Close()
 			return nil, err
@@ -104,7 +109,7 @@ func New(ctx context.Context, c *Config, stderr io.Writer) (*App, error) {
 	}
 	user := c.sandboxUser()
 	eg, err := c.egress()
-	if err == nil && backend != nil && !eg.Allow.Empty() {
+	if err == nil && !caps.Egress && !eg.Allow.Empty() {
 		err = sandbox.ErrNoEgress
 	}
 	if err != nil {
@@ -113,7 +118,7 @@ func New(ctx context.Context, c *Config, stderr io.Writer) (*App, error) {
 	}
 	var vol *quotafs.Volume
 	if c.Serving && c.TokensFile == "" && !c.InMemory { // with tokens, each tenant has its own (newTenantApp)
-		if vol, err = c.storageFS(limits, backend != nil, log); err != nil {
+		if vol, err = c.storageFS(limits, caps.HostFolders, log); err != nil {
 			eng.Close()
 			return nil, err
 		}
@@ -127,7 +132,7 @@ func New(ctx context.Context, c *Config, stderr io.Writer) (*App, error) {
 		eng.Close()
 		return nil, err
 	}
-	a := &App{Config: c, Log: log, Engine: eng, backend: backend, Sandbox: sb, Image: image, user: user, progress: stderr, volume: vol}
+	a := &App{Config: c, Log: log, Engine: eng, backend: backend, caps: caps, Sandbox: sb, Image: image, user: user, progress: stderr, volume: vol}
 	if err := a.newManager(); err != nil {
 		sb.Close() // ends its lease
 		closeVolume(vol, log)
@@ -153,7 +158,7 @@ func (a *App) newManager() error {
 		return err
 	}
 	inst := &images.Installer{Engine: a.Engine, Owner: a.Sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.Config.InstallTime, LayerBytes: layers, Log: a.Log}
-	if a.backend != nil {
+	if !a.caps.LocalImages { // no layer it commits could be run
 		inst.Refuse = errInstallOnKubernetes
 	}
 	a.Installer = inst
@@ -278,7 +283,7 @@ func (a *App) OpenStorage(path string) (*storage.Dir, error) {
 		return nil, fmt.Errorf("sandbox user %q: %w", a.user, err)
 	}
 	switch {
-	case a.Sandbox.OwnUIDs() && a.backend == nil: // pods share no host folder
+	case a.Sandbox.OwnUIDs() && a.caps.HostFolders: // no host folder shared otherwise
 		err = dir.Share(uid, gid)
 	case owned && ownerUID != 0:
 		dir.SetNewOwner(uid, gid) // the folders pybox makes in it
@@ -310,7 +315,7 @@ func (c *Config) sandboxUser() string {
 // EnsureRuntime makes sure the runtime image of variant exists, building
 // it as the build setting says, with progress on the app's progress writer.
 func (a *App) EnsureRuntime(ctx context.Context, variant string) error {
-	if a.backend != nil {
+	if !a.caps.LocalImages {
 		return nil // the cluster pulls the image (PYBOX_IMAGE); pybox cannot build it there
 	}
 	tag := images.Tag(variant)
@@ -391,7 +396,8 @@ var errInstallOnKubernetes = errors.New("installing packages is not available on
 	"and pybox cannot build one there. Build an image with the packages (for example `pybox image build`, then a Dockerfile FROM it " +
 	"that installs them), push it to a registry the cluster pulls from, and set PYBOX_IMAGE to it")
 
-// backend connects the configured non-Docker backend (nil for Docker).
+// backend connects the configured non-Docker backend (nil for Docker:
+// New makes it over the engine).
 func (c *Config) backend(ctx context.Context, limits sandbox.Limits, log *slog.Logger) (sandbox.Backend, error) {
 	if c.Backend != "kubernetes" {
 		return nil, nil

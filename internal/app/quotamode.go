@@ -16,7 +16,7 @@ import (
 // folders) on a filesystem image of their own when PYBOX_QUOTA_MODE says
 // so (auto: where the host allows it), and says at start which mode is in
 // force and why. nil: the meter measures the folders.
-func (c *Config) storageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quotafs.Volume, error) {
+func (c *Config) storageFS(l sandbox.Limits, hostFolders bool, log *slog.Logger) (*quotafs.Volume, error) {
 	mode, err := quotafs.ParseMode(c.QuotaMode)
 	if err != nil {
 		return nil, err
@@ -25,7 +25,7 @@ func (c *Config) storageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quot
 		log.Info("storage quota: the meter measures the owner's folders", "why", "PYBOX_QUOTA_MODE=meter")
 		return nil, nil
 	}
-	vol, err := c.openStorageFS(l, kube, log)
+	vol, err := c.openStorageFS(l, hostFolders, log)
 	switch {
 	case err == nil:
 		log.Info("storage quota: the owner's folders are on a filesystem image of its own, so the kernel refuses writes past the quota",
@@ -41,8 +41,8 @@ func (c *Config) storageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quot
 }
 
 // openStorageFS opens the image of the owner whose folders c names.
-func (c *Config) openStorageFS(l sandbox.Limits, kube bool, log *slog.Logger) (*quotafs.Volume, error) {
-	if kube {
+func (c *Config) openStorageFS(l sandbox.Limits, hostFolders bool, log *slog.Logger) (*quotafs.Volume, error) {
+	if !hostFolders {
 		return nil, fmt.Errorf("%w: sandboxes run as pods (--backend kubernetes), which mount no host folders", quotafs.ErrUnavailable)
 	}
 	code, err := filepath.Abs(c.StorageDir)

@@ -33,7 +33,7 @@ func TestQuotaModeSelection(t *testing.T) {
 			}
 		}
 		var log bytes.Buffer
-		vol, err := c.storageFS(limits, false, slog.New(slog.NewTextHandler(&log, nil)))
+		vol, err := c.storageFS(limits, true, slog.New(slog.NewTextHandler(&log, nil)))
 		if vol != nil {
 			t.Cleanup(func() { vol.Close() })
 		}

@@ -38,7 +38,7 @@ func inContainer() bool {
 // an empty host folder to the sandboxes, and files would vanish between
 // the file tools and the programs. Outside a container it checks nothing.
 func (a *App) checkSameHost(ctx context.Context, dirs ...string) error {
-	if !inContainer() || a.backend != nil { // pods mount no host folder
+	if !inContainer() || !a.caps.HostFolders { // no folder of this host is mounted
 		return nil
 	}
 	if _, found, err := a.Engine.InspectImage(ctx, a.Image); err == nil && !found {

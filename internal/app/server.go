@@ -68,7 +68,7 @@ func (a *App) MCPServer(ctx context.Context) (*mcp.Server, func(), error) {
 		modes = cm
 	}
 	srv, err := tools.NewServer(tools.Config{
-		Sandbox: a.Sandbox, Storage: store, Sessions: sessions, Scratch: a.backend != nil, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
+		Sandbox: a.Sandbox, Storage: store, Sessions: sessions, Scratch: !a.caps.HostFolders, Envs: a.observedEnvs(), Index: a.index, Ready: ready.wait, Notice: a.takeNotice, MaxCodeBytes: codeLimit, MaxInputBytes: codeLimit, MaxFileBytes: fileLimit,
 		MaxTimeout: c.MaxTimeout, MaxCalls: c.MaxCalls, Toolset: c.Toolset, Guard: c.LoadedPolicy.Check, GuardRules: c.LoadedPolicy.GuardRules(), CodeMode: modes, Version: c.Version, Log: a.Log, Observe: a.observeRun,
 	})
 	if err != nil {
@@ -108,7 +108,7 @@ func NewTenant(base *App, name string) (*App, error) {
 		return nil, err
 	}
 	log := base.Log.With("tenant", name)
-	vol, err := cfg.storageFS(limits, base.backend != nil, log)
+	vol, err := cfg.storageFS(limits, base.caps.HostFolders, log)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func NewTenant(base *App, name string) (*App, error) {
 		closeVolume(vol, log)
 		return nil, err
 	}
-	a := &App{Config: &cfg, Log: log, Engine: base.Engine, backend: base.backend, Sandbox: sb, Image: base.Image, user: base.user,
+	a := &App{Config: &cfg, Log: log, Engine: base.Engine, backend: base.backend, caps: base.caps, Sandbox: sb, Image: base.Image, user: base.user,
 		progress: base.progress, tenant: name, hostChecked: base.hostChecked, volume: vol}
 	if err := a.newManager(); err != nil {
 		sb.Close()
@@ -130,27 +130,13 @@ func NewTenant(base *App, name string) (*App, error) {
 	return a, nil
 }
 
-// Health says whether a can run programs now: Docker answers and the
-// runtime image is there (on Kubernetes: the API server lists pybox's
+// Health says whether a can run programs now (sandbox.Health: Docker
+// answers and has the runtime image; a cluster's API server lists pybox's
 // pods), and a report that says which part failed.
 func (a *App) Health(ctx context.Context) (report map[string]string, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out := map[string]string{"docker": "ok", "image": a.Image}
-	ok = true
-	if a.backend != nil { // Kubernetes: the API server answers for pybox's pods; the cluster pulls the image
-		out = map[string]string{"kubernetes": "ok", "image": a.Image}
-		if _, err := a.backend.List(ctx, map[string]string{sandbox.LabelManaged: "true"}); err != nil {
-			out["kubernetes"], ok = err.Error(), false
-		}
-	} else if _, err := a.Engine.Ping(ctx); err != nil {
-		out["docker"], ok = err.Error(), false
-	} else if _, found, err := a.Engine.InspectImage(ctx, a.Image); err != nil || !found {
-		out["image_status"], ok = "missing (it is built on first use, or run `pybox image build`)", false
-	} else {
-		out["image_status"] = "present"
-	}
-	return out, ok
+	return sandbox.Health(ctx, a.backend, a.Image)
 }
 
 // Tenant is whose a is over HTTP with tokens ("" otherwise).
