@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // httpRows measures execute_code over streamable HTTP, beside the stdio
 // rows: a fresh `pybox serve --http` on loopback (one tenant, no tokens),
 // warm calls 0.5 s apart, session calls, and 20 clients at once.
-func (b *bench) httpRows(ctx context.Context, serveArgs []string) []benchRow {
-	skipped := func(err error) []benchRow {
-		return []benchRow{{Name: "execute_code print(1) over HTTP", Skipped: err.Error()}}
+func (b *bench) httpRows(ctx context.Context, serveArgs []string) []Row {
+	skipped := func(err error) []Row {
+		return []Row{{Name: "execute_code print(1) over HTTP", Skipped: err.Error()}}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -54,7 +54,7 @@ func (b *bench) httpRows(ctx context.Context, serveArgs []string) []benchRow {
 		time.Sleep(50 * time.Millisecond)
 	}
 	connect := func() (*mcp.ClientSession, error) {
-		client := mcp.NewClient(&mcp.Implementation{Name: "pybox-bench", Version: version}, nil)
+		client := mcp.NewClient(&mcp.Implementation{Name: "pybox-bench", Version: b.version}, nil)
 		return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp"}, nil)
 	}
 	cs, err := connect()
@@ -62,7 +62,7 @@ func (b *bench) httpRows(ctx context.Context, serveArgs []string) []benchRow {
 		return skipped(err)
 	}
 	defer cs.Close()
-	var rows []benchRow
+	var rows []Row
 	for _, sc := range []scenario{
 		{name: "execute_code print(1) over HTTP, calls 0.5 s apart", note: "the stdio row's twin", pause: 500 * time.Millisecond,
 			call: func(int) error { return callExpect(ctx, cs, "execute_code", map[string]any{"code": "print(1)"}, "1\n") }},
@@ -73,7 +73,7 @@ func (b *bench) httpRows(ctx context.Context, serveArgs []string) []benchRow {
 	} {
 		row, err := b.measure(sc)
 		if err != nil {
-			row = benchRow{Name: sc.name, Skipped: err.Error()}
+			row = Row{Name: sc.name, Skipped: err.Error()}
 		}
 		row.Note = sc.note
 		rows = append(rows, row)
@@ -83,14 +83,14 @@ func (b *bench) httpRows(ctx context.Context, serveArgs []string) []benchRow {
 
 // httpClientsRow: 20 clients, each with its own MCP session, call
 // execute_code print(1) in a loop for 20 s.
-func (b *bench) httpClientsRow(ctx context.Context, connect func() (*mcp.ClientSession, error)) benchRow {
+func (b *bench) httpClientsRow(ctx context.Context, connect func() (*mcp.ClientSession, error)) Row {
 	const clients, span = 20, 20 * time.Second
 	name := "20 HTTP clients, execute_code print(1) for 20 s"
 	var sessions []*mcp.ClientSession
 	for range clients {
 		cs, err := connect()
 		if err != nil {
-			return benchRow{Name: name, Skipped: err.Error()}
+			return Row{Name: name, Skipped: err.Error()}
 		}
 		defer cs.Close()
 		sessions = append(sessions, cs)

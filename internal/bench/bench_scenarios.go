@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -115,7 +115,7 @@ func callFigure(ctx context.Context, cs *mcp.ClientSession) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("no figure came back: %s", text(res))
+	return fmt.Errorf("no figure came back: %s", Text(res))
 }
 
 // callExpect calls a tool and checks that its text contains want.
@@ -124,8 +124,8 @@ func callExpect(ctx context.Context, cs *mcp.ClientSession, name string, args ma
 	if err != nil {
 		return err
 	}
-	if res.IsError || !strings.Contains(text(res), want) {
-		return fmt.Errorf("%s: unexpected result: %s", name, text(res))
+	if res.IsError || !strings.Contains(Text(res), want) {
+		return fmt.Errorf("%s: unexpected result: %s", name, Text(res))
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func dockerRunPrint1(ctx context.Context, image string, flags ...string) error {
 // runtimeRows measures warm, back-to-back, cold and session latency, and
 // docker run, under one OCI runtime, each in a fresh server: the rows
 // that show what gVisor costs beside runc.
-func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime string) []benchRow {
+func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime string) []Row {
 	rows := b.latencyRows(ctx, serveArgs, " ["+runtime+"]", "PYBOX_RUNTIME="+runtime)
 	row, err := b.measure(scenario{name: "docker run --rm --runtime " + runtime + " IMAGE python -c 'print(1)'",
 		call: func(int) error { return dockerRunPrint1(ctx, b.image, "--runtime", runtime) }})
@@ -157,12 +157,12 @@ func (b *bench) runtimeRows(ctx context.Context, serveArgs []string, runtime str
 
 // latencyRows measures warm, back-to-back, cold and session latency in
 // fresh servers with env added, each row's name ending in tag.
-func (b *bench) latencyRows(ctx context.Context, serveArgs []string, tag string, env ...string) []benchRow {
-	var rows []benchRow
+func (b *bench) latencyRows(ctx context.Context, serveArgs []string, tag string, env ...string) []Row {
+	var rows []Row
 	measure := func(sc scenario) {
 		row, err := b.measure(sc)
 		if err != nil {
-			row = benchRow{Name: sc.name, Skipped: err.Error()}
+			row = Row{Name: sc.name, Skipped: err.Error()}
 		}
 		row.Note = sc.note
 		rows = append(rows, row)
@@ -171,7 +171,7 @@ func (b *bench) latencyRows(ctx context.Context, serveArgs []string, tag string,
 	for _, pool := range []string{"2", "0"} {
 		cs, stop, err := b.connect(ctx, serveArgs, append(slices.Clone(env), "PYBOX_WARM_POOL="+pool)...)
 		if err != nil {
-			return append(rows, benchRow{Name: "execute_code" + tag, Skipped: err.Error()})
+			return append(rows, Row{Name: "execute_code" + tag, Skipped: err.Error()})
 		}
 		exec := func(args map[string]any) func(int) error {
 			return func(int) error { return callExpect(ctx, cs, "execute_code", args, "1\n") }
@@ -191,7 +191,7 @@ func (b *bench) latencyRows(ctx context.Context, serveArgs []string, tag string,
 // burstRow measures 20 back-to-back calls after an idle pause and counts
 // those that took the cold path (a container created for the run itself,
 // not a pool refill), from the daemon's events.
-func (b *bench) burstRow(ctx context.Context, cs *mcp.ClientSession) benchRow {
+func (b *bench) burstRow(ctx context.Context, cs *mcp.ClientSession) Row {
 	const calls = 20
 	name := "burst: 20 back-to-back execute_code print(1) after 2 s idle"
 	fmt.Fprintf(b.stderr, "bench: %s ...\n", name)
@@ -201,7 +201,7 @@ func (b *bench) burstRow(ctx context.Context, cs *mcp.ClientSession) benchRow {
 	for range calls {
 		t := time.Now()
 		if err := callExpect(ctx, cs, "execute_code", map[string]any{"code": "print(1)"}, "1\n"); err != nil {
-			return benchRow{Name: name, Skipped: err.Error()}
+			return Row{Name: name, Skipped: err.Error()}
 		}
 		ds = append(ds, time.Since(t))
 	}
@@ -218,7 +218,7 @@ func (b *bench) burstRow(ctx context.Context, cs *mcp.ClientSession) benchRow {
 
 // concurrentRow measures 4 callers making 25 calls each at once on the
 // one connection: latency per call and throughput.
-func (b *bench) concurrentRow(ctx context.Context, cs *mcp.ClientSession) benchRow {
+func (b *bench) concurrentRow(ctx context.Context, cs *mcp.ClientSession) Row {
 	const callers, each = 4, 25
 	sessions := make([]*mcp.ClientSession, callers)
 	for i := range sessions {
@@ -236,7 +236,7 @@ func (b *bench) concurrentRow(ctx context.Context, cs *mcp.ClientSession) benchR
 
 // loadRow has each session call execute_code print(1) in a loop, all at
 // once, while more says so, and summarises latency and throughput.
-func (b *bench) loadRow(ctx context.Context, name string, sessions []*mcp.ClientSession, more func() bool) benchRow {
+func (b *bench) loadRow(ctx context.Context, name string, sessions []*mcp.ClientSession, more func() bool) Row {
 	fmt.Fprintf(b.stderr, "bench: %s ...\n", name)
 	var mu sync.Mutex
 	var ds []time.Duration
@@ -261,7 +261,7 @@ func (b *bench) loadRow(ctx context.Context, name string, sessions []*mcp.Client
 	wg.Wait()
 	wall := time.Since(start)
 	if len(ds) == 0 {
-		return benchRow{Name: name, Skipped: "every call failed"}
+		return Row{Name: name, Skipped: "every call failed"}
 	}
 	row := summarise(name, ds)
 	row.Note = fmt.Sprintf("%.1f runs/s, %d failures", float64(len(ds))/wall.Seconds(), failures)
@@ -269,7 +269,7 @@ func (b *bench) loadRow(ctx context.Context, name string, sessions []*mcp.Client
 }
 
 // summarise turns latencies into a row.
-func summarise(name string, ds []time.Duration) benchRow {
+func summarise(name string, ds []time.Duration) Row {
 	slices.Sort(ds)
-	return benchRow{Name: name, N: len(ds), MinMS: ms(ds[0]), P50MS: ms(percentile(ds, 50)), P95MS: ms(percentile(ds, 95))}
+	return Row{Name: name, N: len(ds), MinMS: ms(ds[0]), P50MS: ms(percentile(ds, 50)), P95MS: ms(percentile(ds, 95))}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ const floorProblems = 164
 // once.
 type floorBench struct {
 	self    string
-	forward []string
+	forward []string // the settings `pybox eval` has, as flags
 	image   string
 	runtime string
 	jobs    int
@@ -42,9 +42,9 @@ type floorBench struct {
 // The floor is measured in four parts, before, between and after the
 // other rows, and each row is compared with the parts beside it: on a
 // shared machine the load drifts over minutes.
-func (b *floorBench) run(ctx context.Context, dir string) []evalBenchRow {
-	var rows []evalBenchRow
-	floors := []evalBenchRow{b.floor(ctx)}
+func (b *floorBench) run(ctx context.Context, dir string) []EvalRow {
+	var rows []EvalRow
+	floors := []EvalRow{b.floor(ctx)}
 	for _, per := range []int{1, 5} {
 		fmt.Fprintf(b.stderr, "bench: pybox eval --problems, %d problems x %d samples, -j %d\n", floorProblems, per, b.jobs)
 		rows = append(rows, b.evalProblems(ctx, dir, per))
@@ -60,7 +60,7 @@ func (b *floorBench) run(ctx context.Context, dir string) []evalBenchRow {
 		return exec.CommandContext(ctx, "docker", append(args, b.image, "/opt/venv/bin/python", "-c", code)...).Run()
 	}))
 	floors = append(floors, b.floor(ctx))
-	total := evalBenchRow{Name: "floor: create+start+wait+remove `true`, " + fmt.Sprint(b.jobs) + " at once"}
+	total := EvalRow{Name: "floor: create+start+wait+remove `true`, " + fmt.Sprint(b.jobs) + " at once"}
 	for i, f := range floors {
 		if i < len(rows) && f.PerSecond > 0 && floors[i+1].PerSecond > 0 {
 			rows[i].Floor = round((f.PerSecond + floors[i+1].PerSecond) / 2)
@@ -76,7 +76,7 @@ func (b *floorBench) run(ctx context.Context, dir string) []evalBenchRow {
 }
 
 // floor measures a quarter of the floor's containers.
-func (b *floorBench) floor(ctx context.Context) evalBenchRow {
+func (b *floorBench) floor(ctx context.Context) EvalRow {
 	fmt.Fprintf(b.stderr, "bench: floor (create+start+wait+remove of true), %d at once\n", b.jobs)
 	return b.parallel(ctx, "floor", floorProblems/4, func() error {
 		spec := engine.Spec{Config: &container.Config{Image: b.image, Cmd: []string{"true"}, NetworkDisabled: true},
@@ -91,8 +91,8 @@ func (b *floorBench) floor(ctx context.Context) evalBenchRow {
 
 // evalProblems runs a child `pybox eval --problems` on the trivial
 // problems with per samples each.
-func (b *floorBench) evalProblems(ctx context.Context, dir string, per int) evalBenchRow {
-	row := evalBenchRow{Name: fmt.Sprintf("pybox eval --problems, %d x %d samples, -j %d", floorProblems, per, b.jobs), Samples: floorProblems * per}
+func (b *floorBench) evalProblems(ctx context.Context, dir string, per int) EvalRow {
+	row := EvalRow{Name: fmt.Sprintf("pybox eval --problems, %d x %d samples, -j %d", floorProblems, per, b.jobs), Samples: floorProblems * per}
 	probs, in := filepath.Join(dir, "problems.jsonl"), filepath.Join(dir, fmt.Sprintf("samples-%d.jsonl", per))
 	var p, s bytes.Buffer
 	for i := range floorProblems {
@@ -115,7 +115,7 @@ func (b *floorBench) evalProblems(ctx context.Context, dir string, per int) eval
 		row.Skipped = err.Error()
 		return row
 	}
-	args := append(append([]string{"eval", "--progress=never", "-j", fmt.Sprint(b.jobs)}, evalForward(b.forward)...), "--problems", probs, in)
+	args := append(append([]string{"eval", "--progress=never", "-j", fmt.Sprint(b.jobs)}, b.forward...), "--problems", probs, in)
 	cmd := exec.CommandContext(ctx, b.self, args...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -137,8 +137,8 @@ func (b *floorBench) evalProblems(ctx context.Context, dir string, per int) eval
 }
 
 // parallel runs f n times, jobs at once.
-func (b *floorBench) parallel(ctx context.Context, name string, n int, f func() error) evalBenchRow {
-	row := evalBenchRow{Name: name, Samples: n}
+func (b *floorBench) parallel(ctx context.Context, name string, n int, f func() error) EvalRow {
+	row := EvalRow{Name: name, Samples: n}
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -171,7 +171,7 @@ func benchEvalFloor(ctx context.Context, a *app.App, forward []string, jsonOut s
 	}
 	defer os.RemoveAll(dir)
 	b := &floorBench{self: self, forward: forward, image: a.Image, runtime: a.Config.Runtime, jobs: max(a.Config.MaxConcurrent, 1), eng: a.Engine, stderr: stderr}
-	rep := evalBenchReport{Image: a.Image, Rows: b.run(ctx, dir)}
+	rep := EvalReport{Image: a.Image, Rows: b.run(ctx, dir)}
 	for i := range rep.Rows {
 		if r := &rep.Rows[i]; r.Floor > 0 && r.Skipped == "" {
 			r.Note = fmt.Sprintf("%.0f%% of the floor's rate beside it (%.1f/s); ", 100*r.PerSecond/r.Floor, r.Floor) + r.Note

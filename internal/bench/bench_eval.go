@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// evalBenchRow is one way of running a batch, measured.
-type evalBenchRow struct {
+// EvalRow is one way of running a batch, measured.
+type EvalRow struct {
 	Name      string  `json:"name"`
 	Samples   int     `json:"samples"`
 	Seconds   float64 `json:"seconds"`
@@ -26,10 +26,10 @@ type evalBenchRow struct {
 	Skipped   string  `json:"skipped,omitempty"`
 }
 
-// evalBenchReport is `pybox bench --eval`'s JSON form.
-type evalBenchReport struct {
-	Image string         `json:"image"`
-	Rows  []evalBenchRow `json:"rows"`
+// EvalReport is `pybox bench --eval`'s JSON form.
+type EvalReport struct {
+	Image string    `json:"image"`
+	Rows  []EvalRow `json:"rows"`
 }
 
 // The work of one "real work" sample: primes by trial division, a sort
@@ -75,20 +75,20 @@ func evalBenchSets(trivial, work int) (triv, real []sample) {
 // benchEval measures `pybox eval` on both batches, against a `docker run
 // --rm` loop and a `pybox run` loop over the first loopN samples of each
 // (those are slow enough that a sample of the batch shows their rate).
-func benchEval(ctx context.Context, image string, forward []string, trivial, work, loopN int, jsonOut string, stdout, stderr io.Writer) error {
+func benchEval(ctx context.Context, image string, forward, evalForward []string, trivial, work, loopN int, jsonOut string, stdout, stderr io.Writer) error {
 	self, dir, err := benchScratch("pybox-bench-eval-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	triv, real := evalBenchSets(trivial, work)
-	rep := evalBenchReport{Image: image}
+	rep := EvalReport{Image: image}
 	for _, set := range []struct {
 		label   string
 		samples []sample
 	}{{"trivial (print)", triv}, {"real work (primes, sort, JSON; with tests)", real}} {
 		fmt.Fprintf(stderr, "bench: pybox eval, %d samples, %s\n", len(set.samples), set.label)
-		rep.Rows = append(rep.Rows, benchEvalBatch(ctx, self, forward, dir, set.label, set.samples))
+		rep.Rows = append(rep.Rows, benchEvalBatch(ctx, self, evalForward, dir, set.label, set.samples))
 		n := min(loopN, len(set.samples))
 		fmt.Fprintf(stderr, "bench: docker run loop, %d samples, %s\n", n, set.label)
 		rep.Rows = append(rep.Rows, benchLoop(ctx, "docker run --rm loop, "+set.label, set.samples[:n], func(s sample) error {
@@ -102,14 +102,10 @@ func benchEval(ctx context.Context, image string, forward []string, trivial, wor
 	return writeEvalReport(rep, jsonOut, stdout)
 }
 
-// evalForward keeps, of the flags forwarded to a child, those `pybox
-// eval` has (a setting from the environment or the policy is forwarded
-// too, and eval has not the server's).
-func evalForward(forward []string) []string { return forwardable("eval", forward) }
-
-// benchEvalBatch runs one batch through a child `pybox eval`.
-func benchEvalBatch(ctx context.Context, self string, forward []string, dir, label string, samples []sample) evalBenchRow {
-	row := evalBenchRow{Name: "pybox eval, " + label, Samples: len(samples), Note: "fresh container per sample"}
+// benchEvalBatch runs one batch through a child `pybox eval` (forward:
+// the settings it has).
+func benchEvalBatch(ctx context.Context, self string, forward []string, dir, label string, samples []sample) EvalRow {
+	row := EvalRow{Name: "pybox eval, " + label, Samples: len(samples), Note: "fresh container per sample"}
 	in, out := filepath.Join(dir, "samples.jsonl"), filepath.Join(dir, "results.jsonl")
 	var b bytes.Buffer
 	for _, s := range samples {
@@ -121,7 +117,7 @@ func benchEvalBatch(ctx context.Context, self string, forward []string, dir, lab
 		row.Skipped = err.Error()
 		return row
 	}
-	cmd := exec.CommandContext(ctx, self, append(append([]string{"eval", "--progress=never"}, evalForward(forward)...), "-o", out, in)...)
+	cmd := exec.CommandContext(ctx, self, append(append([]string{"eval", "--progress=never"}, forward...), "-o", out, in)...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	start := time.Now()
@@ -141,8 +137,8 @@ func benchEvalBatch(ctx context.Context, self string, forward []string, dir, lab
 }
 
 // benchLoop runs samples one after another with run.
-func benchLoop(ctx context.Context, name string, samples []sample, run func(sample) error) evalBenchRow {
-	row := evalBenchRow{Name: name, Samples: len(samples), Note: "one at a time, as such loops are written"}
+func benchLoop(ctx context.Context, name string, samples []sample, run func(sample) error) EvalRow {
+	row := EvalRow{Name: name, Samples: len(samples), Note: "one at a time, as such loops are written"}
 	start := time.Now()
 	for _, s := range samples {
 		if ctx.Err() != nil {
@@ -176,10 +172,10 @@ func pyboxRunSample(ctx context.Context, self string, forward []string, dir stri
 	if err := os.WriteFile(file, []byte(s.program()), 0o644); err != nil {
 		return err
 	}
-	return exec.CommandContext(ctx, self, append(append([]string{"run"}, forwardable("run", forward)...), file)...).Run()
+	return exec.CommandContext(ctx, self, append(append([]string{"run"}, forward...), file)...).Run()
 }
 
-func writeEvalReport(rep evalBenchReport, jsonPath string, stdout io.Writer) error {
+func writeEvalReport(rep EvalReport, jsonPath string, stdout io.Writer) error {
 	if jsonPath != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -204,7 +200,7 @@ func writeEvalReport(rep evalBenchReport, jsonPath string, stdout io.Writer) err
 	}
 	tw.Flush()
 	for _, label := range []string{"trivial", "real work"} {
-		var eval, docker, run *evalBenchRow
+		var eval, docker, run *EvalRow
 		for i := range rep.Rows {
 			r := &rep.Rows[i]
 			switch {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -37,7 +37,7 @@ print(json.dumps({"ms": ms, "big_s": time.perf_counter() - t, "big_bytes": got})
 // egressRows measures one HTTPS request through pybox's egress proxy (from
 // a program, by name) against the same program run on the host with no
 // proxy (host python3), and the throughput of a 100 MiB download through it.
-func (b *bench) egressRows(ctx context.Context, serveArgs []string) ([]benchRow, error) {
+func (b *bench) egressRows(ctx context.Context, serveArgs []string) ([]Row, error) {
 	big := make([]byte, 100<<20)
 	rand.Read(big)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +67,7 @@ func (b *bench) egressRows(ctx context.Context, serveArgs []string) ([]benchRow,
 	var out tools.ExecutionOutput
 	raw, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(raw, &out); err != nil || out.ExitCode != 0 {
-		return nil, fmt.Errorf("bench: the program through the proxy failed: %s", text(res))
+		return nil, fmt.Errorf("bench: the program through the proxy failed: %s", Text(res))
 	}
 	return append(egressTimes("HTTPS request from the host, direct (python3, new connection)", direct),
 		egressTimes("HTTPS request from a program through the egress proxy (new connection)", []byte(out.Stdout))...), nil
@@ -75,20 +75,20 @@ func (b *bench) egressRows(ctx context.Context, serveArgs []string) ([]benchRow,
 
 // egressTimes turns the program's JSON into a latency row and a
 // throughput row.
-func egressTimes(name string, js []byte) []benchRow {
+func egressTimes(name string, js []byte) []Row {
 	var t struct {
 		MS       []float64 `json:"ms"`
 		BigS     float64   `json:"big_s"`
 		BigBytes int64     `json:"big_bytes"`
 	}
 	if err := json.Unmarshal(js, &t); err != nil || len(t.MS) == 0 {
-		return []benchRow{{Name: name, Skipped: fmt.Sprintf("unreadable timings %.200q", js)}}
+		return []Row{{Name: name, Skipped: fmt.Sprintf("unreadable timings %.200q", js)}}
 	}
 	ds := make([]time.Duration, len(t.MS))
 	for i, m := range t.MS {
 		ds[i] = time.Duration(m * float64(time.Millisecond))
 	}
 	mibs := float64(t.BigBytes) / (1 << 20) / t.BigS
-	return []benchRow{summarise(name, ds), {Name: strings.Replace(name, "HTTPS request", "100 MiB download", 1), N: 1,
+	return []Row{summarise(name, ds), {Name: strings.Replace(name, "HTTPS request", "100 MiB download", 1), N: 1,
 		P50MS: t.BigS * 1000, MinMS: t.BigS * 1000, Note: fmt.Sprintf("%.0f MiB/s", mibs)}}
 }

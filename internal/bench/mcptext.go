@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"strings"
@@ -6,8 +6,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// text joins a tool result's text content.
-func text(res *mcp.CallToolResult) string {
+// Text joins a tool result's text content.
+func Text(res *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {

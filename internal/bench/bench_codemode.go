@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // whose program calls the same three tools: wall time and the bytes that
 // pass through the model's context (arguments sent plus results read).
 // The downstream server is pybox itself (its file tools), started over stdio.
-func benchCodeMode(ctx context.Context, n int, stdout, stderr io.Writer) error {
+func benchCodeMode(ctx context.Context, n int, version string, stdout, stderr io.Writer) error {
 	self, dir, err := benchScratch("pybox-bench-codemode-")
 	if err != nil {
 		return err
@@ -62,9 +62,9 @@ func benchCodeMode(ctx context.Context, n int, stdout, stderr io.Writer) error {
 			return 0, "", err
 		}
 		if res.IsError {
-			return 0, "", fmt.Errorf("%s: %s", name, text(res))
+			return 0, "", fmt.Errorf("%s: %s", name, Text(res))
 		}
-		return len(b) + len(text(res)), text(res), nil
+		return len(b) + len(Text(res)), Text(res), nil
 	}
 	var directTimes []time.Duration
 	directBytes := 0
