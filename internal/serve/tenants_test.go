@@ -319,26 +319,46 @@ func TestTenantsSessionCap(t *testing.T) {
 	cfg := quotas()
 	cfg.MaxMCPSessions = 1
 	ft := newFakeTenants(t, cfg, "a "+tokenA)
-	cs, err := ft.connect(t, tokenA)
-	if err != nil {
-		t.Fatal(err)
+	post := func(method, session string) *http.Response {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+		req, _ := http.NewRequest(method, ft.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tokenA)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
 	}
-	req, _ := http.NewRequest(http.MethodPost, ft.url, strings.NewReader(`{}`))
-	req.Header.Set("Authorization", "Bearer "+tokenA)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	first := post(http.MethodPost, "")
+	session := first.Header.Get("Mcp-Session-Id")
+	if first.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("first session: status %d, id %q", first.StatusCode, session)
 	}
-	resp.Body.Close()
+	resp := post(http.MethodPost, "")
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("second session: status %d, Retry-After %q; want 429 and a delay", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	if got := count(t, ft.metrics.refused.WithLabelValues("a", "mcp_sessions")); got != 1 {
 		t.Errorf("refused sessions counted: %v; want 1", got)
 	}
-	cs.Close()
-	if _, err := ft.connect(t, tokenA); err != nil {
-		t.Errorf("a session after the first was closed: %v", err)
+	post(http.MethodDelete, session)
+	ts, err := ft.get("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := open(ts); n != 0 {
+		t.Fatalf("%d sessions open after the DELETE", n)
+	}
+	if resp := post(http.MethodPost, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("a session after the first was closed: status %d", resp.StatusCode)
 	}
 }
 
@@ -398,4 +418,12 @@ func count(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// open counts the MCP sessions ts's server holds.
+func open(ts *tenantServer) (n int) {
+	for range ts.sessions.srv.Sessions() {
+		n++
+	}
+	return n
 }
