@@ -85,15 +85,17 @@ type orphanReaper interface {
 	ReapOrphansEvery(ctx context.Context)
 }
 
-// ErrNoEgress: the backend cannot give a run the egress proxy.
-var ErrNoEgress = errors.New("this backend (Kubernetes) cannot reach pybox's egress proxy: " +
-	"an egress allowlist needs Docker or Podman (see docs/packages.md, Network by allowlist); empty the allowlist to run without network")
+// ErrNoEgress: the backend cannot give a run the egress proxy
+// (Capabilities.Egress is false).
+var ErrNoEgress = errors.New("this backend cannot reach pybox's egress proxy: " +
+	"an egress allowlist needs Docker, Podman or Kubernetes (see docs/packages.md, Network by allowlist); empty the allowlist to run without network")
 
-// noEgress is implemented by backends whose containers cannot reach a
-// unix socket on pybox's host.
-type noEgress interface{ NoEgress() error }
+// channelEgress is implemented by backends whose containers cannot reach
+// a unix socket on pybox's host (pods): their runs reach the egress proxy
+// over the runner's channel (internal/egressmux).
+type channelEgress interface{ EgressOverChannel() bool }
 
-func (kubernetes) NoEgress() error { return ErrNoEgress }
+func (kubernetes) EgressOverChannel() bool { return true }
 
 func (k kubernetes) Start(ctx context.Context, spec engine.Spec) (Attachment, error) {
 	a, err := k.Backend.Start(ctx, spec)

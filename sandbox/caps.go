@@ -37,9 +37,10 @@ func (docker) Capabilities() Capabilities {
 	return Capabilities{HostFolders: true, LocalImages: true, Egress: true}
 }
 
-// Capabilities: pods mount no host folder, run images the cluster pulls,
-// and cannot reach a unix socket on pybox's host.
-func (kubernetes) Capabilities() Capabilities { return Capabilities{} }
+// Capabilities: pods mount no host folder and run images the cluster
+// pulls; they reach the egress proxy over the runner's attach channel
+// (a unix socket on pybox's host is out of their reach).
+func (kubernetes) Capabilities() Capabilities { return Capabilities{Egress: true} }
 
 // healthReporter is implemented by backends with a health check of their
 // own.

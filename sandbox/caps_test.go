@@ -12,9 +12,10 @@ import (
 )
 
 // TestCapabilities: Docker can do everything pybox asks of a backend;
-// Kubernetes, and a backend that does not say, nothing besides running
-// containers (pybox then gives scratch workspaces, refuses installs and
-// allowlists, builds no image).
+// Kubernetes reaches the egress proxy (over its channel) and nothing else
+// (pybox gives scratch workspaces, refuses installs, builds no image); a
+// backend that does not say, nothing besides running containers (pybox
+// also refuses allowlists).
 func TestCapabilities(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -22,7 +23,7 @@ func TestCapabilities(t *testing.T) {
 		want sandbox.Capabilities
 	}{
 		{"docker", sandbox.Docker(nil), sandbox.Capabilities{HostFolders: true, LocalImages: true, Egress: true}},
-		{"kubernetes", sandbox.Kubernetes(nil), sandbox.Capabilities{}},
+		{"kubernetes", sandbox.Kubernetes(nil), sandbox.Capabilities{Egress: true}},
 		{"a backend that does not say", newFake(), sandbox.Capabilities{}},
 	} {
 		if diff := cmp.Diff(tc.want, sandbox.CapabilitiesOf(tc.b)); diff != "" {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pybox-dev/pybox/internal/egressmux"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -21,9 +22,10 @@ import (
 type conn struct {
 	k       Attachment
 	frames  *bufio.Reader
-	diag    *tailWriter // the runner's own stderr (it writes there only when it refuses to start)
-	writers writerGroup // request writes and tool calls under way
-	wmu     sync.Mutex  // one message at a time on the container's stdin
+	diag    *tailWriter    // the runner's own stderr (it writes there only when it refuses to start)
+	writers writerGroup    // request writes and tool calls under way
+	wmu     sync.Mutex     // one message at a time on the container's stdin
+	mux     *egressmux.Mux // the run's egress streams over this channel; nil: none (net frames break the protocol)
 
 	halted   chan struct{} // closed by halt: pybox stops the program (a turn ends lost)
 	haltOnce sync.Once
@@ -231,6 +233,10 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func(paylo
 		case f.kind == "policy" && f.nonce == nonce:
 			v, err := policyViolation(f.payload)
 			return verdict{}, v, err
+		case f.kind == "net" && c.mux != nil:
+			if err := c.mux.Handle(f.payload); err != nil { // never blocks: the streams' windows bound what it keeps
+				return verdict{}, nil, fmt.Errorf("%w: %w", errFraming, err)
+			}
 		case f.kind == "abort":
 			return verdict{}, nil, fmt.Errorf("%w: %.200s", errAborted, f.payload)
 		default:

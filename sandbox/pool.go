@@ -325,7 +325,7 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm,
 		return nil, err
 	}
 	plan := s.plan(p, "once")
-	plan.withEgress(net.dir())
+	plan.withEgress(net)
 	plan.Labels = s.labels(role, plan)
 	outputs, err := s.newOutputs(p.Workspace)
 	note := ""
@@ -335,6 +335,11 @@ func (s *Sandbox) startOnce(ctx context.Context, p Program, role string) (*warm,
 	}
 	plan.Outputs = outputs
 	c, err := s.start(ctx, plan, role)
+	if err == nil {
+		if err = net.bind(c); err != nil {
+			c.destroy(context.WithoutCancel(ctx), s.log)
+		}
+	}
 	if err != nil {
 		outputs.Remove()
 		net.close(s.log)

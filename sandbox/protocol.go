@@ -67,6 +67,13 @@ func (r request) encode() []byte {
 	return append([]byte(strconv.Itoa(len(body))+"\n"), body...)
 }
 
+// netMessage frames a message of the egress channel (internal/egressmux)
+// for the runner's stdin: "N", its length in decimal, a newline, the bytes.
+func netMessage(msg []byte) []byte {
+	head := "N" + strconv.Itoa(len(msg)) + "\n"
+	return append(append(make([]byte, 0, len(head)+len(msg)), head...), msg...)
+}
+
 // frame is one message from the runner's supervisor.
 type frame struct {
 	nonce   string // the request being served when it was sent ("-" for ready)

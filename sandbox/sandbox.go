@@ -87,6 +87,11 @@ type Config struct {
 	// is nil (see Program.Egress), and of every session (a proxy of its
 	// own for its life); nil or an empty allowlist: none.
 	Egress *egress.Config
+	// EgressChannel carries the runs' egress over the runner's channel
+	// (its stdin and stdout, internal/egressmux) instead of a unix socket
+	// in a folder mounted into the container: for a daemon that cannot
+	// mount the server's folders. Kubernetes always does so.
+	EgressChannel bool
 	// Filesystem, when set, keeps StorageDirs and RunsDir on one
 	// filesystem of the owner's own, sized to its quota (internal/quotafs):
 	// the kernel refuses writes past it, and the account is its usage (one

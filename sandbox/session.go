@@ -75,8 +75,13 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 		outputs.remove()
 		return nil, err
 	}
-	plan.withEgress(net.dir())
+	plan.withEgress(net)
 	c, err := s.start(ctx, plan, "session")
+	if err == nil {
+		if err = net.bind(c); err != nil {
+			c.destroy(context.WithoutCancel(ctx), s.log)
+		}
+	}
 	if err != nil {
 		outputs.remove()
 		net.close(s.log)

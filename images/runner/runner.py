@@ -33,6 +33,10 @@ or from site-packages until a program's request has arrived.
         call (a line the program wrote on its tool-call pipe: code mode)
     reply    (pybox -> supervisor, stdin, framed as a request): {"reply": {"id", "result" | "error"}},
              written to the worker's reply pipe, where pybox_tools reads it
+    net      (supervisor -> pybox, a frame of kind "net"; pybox -> supervisor,
+             b"N%d\\n" % len(body) + body on stdin): a message of the egress
+             channel (forward.py, internal/egressmux), when PYBOX_EGRESS is
+             "channel", served in the supervisor's poll loop
 
 The nonce (a per-request secret) never reaches the worker. In kernel mode
 the worker reports the end of each program on a control pipe ("done SEQ N"),
@@ -143,6 +147,7 @@ class Supervisor:
         self.nonce = "-"
         self.inbuf = b""
         self.greeted = False  # pybox has written: ready was sent
+        self.egress = None  # the egress channel (forward.Channel), when PYBOX_EGRESS is "channel"
         self.lingers = False  # once: wait for pybox after the verdict (see linger)
         self.pending = b""  # request bytes not yet written to the worker
         self.served = False  # a request has been taken (once: the one)
@@ -186,11 +191,21 @@ class Supervisor:
         self.poller = select.poll()
         for fd in (0, self.out_r, self.err_r, self.ctl_r, self.wake_r, self.call_r):
             self.poller.register(fd, select.POLLIN)
+        self.handlers = {self.req_w: self.feed, self.out_r: self.relay, self.err_r: self.relay,
+                         self.ctl_r: self.control, self.wake_r: self.wakeup, 0: self.requests,
+                         self.call_r: self.call, self.reply_w: self.reply}
+
+    def watch(self, fd, handler, mask):
+        """Poll fd for mask, calling handler(fd) (the egress channel's sockets)."""
+        self.handlers[fd] = handler
+        self.poller.register(fd, mask)
+
+    def unwatch(self, fd):
+        self.handlers.pop(fd, None)
+        self.poller.unregister(fd)
 
     def serve(self, greet):
-        handlers = {self.req_w: self.feed, self.out_r: self.relay, self.err_r: self.relay,
-                    self.ctl_r: self.control, self.wake_r: self.wakeup, 0: self.requests,
-                    self.call_r: self.call, self.reply_w: self.reply}
+        handlers = self.handlers
         greet_by = time.monotonic() + greet
         while True:
             timeout = None
@@ -203,7 +218,9 @@ class Supervisor:
                     os._exit(0)
                 timeout = left * 1000
             for fd, _ in self.poller.poll(timeout):
-                handlers[fd](fd)
+                h = handlers.get(fd)  # None: unwatched by an earlier handler of this round
+                if h is not None:
+                    h(fd)
 
     def requests(self, fd):
         data = os.read(0, 1 << 20)
@@ -219,40 +236,48 @@ class Supervisor:
             frame("-", "ready")
             if data[:1] == b"\n":
                 data = data[1:]
-        self.inbuf += data
+        buf, pos = self.inbuf + data, 0
         while True:
-            req, self.inbuf = take_request(self.inbuf)
-            if req is None:
-                return
-            if "reply" in req:  # pybox answering a tool call of the program
-                self.forward_reply(req["reply"])
+            kind, body, pos = take_message(buf, pos)
+            if kind is None:
+                break
+            if kind == "net":
+                if self.egress is not None:
+                    self.egress.message(body)
                 continue
-            if self.once and self.served:
-                continue  # once takes one request
-            self.nonce = str(req.pop("nonce", "-"))
-            self.cap, self.sent, self.dropped = int(req.pop("cap", 0) or 0), {"out": 0, "err": 0}, 0
-            self.lingers = bool(req.pop("linger", False))
-            guard = req.pop("guard", None)
-            if guard is not None:
-                code = guard.get("code")
-                if code is None:
-                    code = req.get("code") or ""
-                why = guard_violation(code, guard.get("rules") or {})
-                if why is not None:  # the program never reaches the worker
-                    frame(self.nonce, "policy", json.dumps(why).encode())
-                    if self.once:
-                        os._exit(0)
-                    continue
-            if not self.pending:
-                self.poller.register(self.req_w, select.POLLOUT)
-            self.seq += 1
-            req["seq"] = self.seq  # the worker's done names it: a late one is dropped
-            if self.once and req.get("test") is not None:
-                self.attest = os.urandom(16).hex()
-                req["attest"] = self.attest
-            self.served = True
-            body = json.dumps(req).encode()
-            self.pending += b"%d\n" % len(body) + body
+            self.request(json.loads(body))
+        self.inbuf = buf[pos:]
+
+    def request(self, req):
+        if "reply" in req:  # pybox answering a tool call of the program
+            self.forward_reply(req["reply"])
+            return
+        if self.once and self.served:
+            return  # once takes one request
+        self.nonce = str(req.pop("nonce", "-"))
+        self.cap, self.sent, self.dropped = int(req.pop("cap", 0) or 0), {"out": 0, "err": 0}, 0
+        self.lingers = bool(req.pop("linger", False))
+        guard = req.pop("guard", None)
+        if guard is not None:
+            code = guard.get("code")
+            if code is None:
+                code = req.get("code") or ""
+            why = guard_violation(code, guard.get("rules") or {})
+            if why is not None:  # the program never reaches the worker
+                frame(self.nonce, "policy", json.dumps(why).encode())
+                if self.once:
+                    os._exit(0)
+                return
+        if not self.pending:
+            self.poller.register(self.req_w, select.POLLOUT)
+        self.seq += 1
+        req["seq"] = self.seq  # the worker's done names it: a late one is dropped
+        if self.once and req.get("test") is not None:
+            self.attest = os.urandom(16).hex()
+            req["attest"] = self.attest
+        self.served = True
+        body = json.dumps(req).encode()
+        self.pending += b"%d\n" % len(body) + body
 
     def feed(self, fd):
         try:
@@ -534,20 +559,26 @@ def walk(tree, ast, module, name, const, called, denied):
                 name(key, node)
 
 
-def take_request(buf):
-    """Split one b"<len>\\n<json>" request off buf: (request or None, rest)."""
-    nl = buf.find(b"\n")
+def take_message(buf, pos):
+    """The message of buf at pos: b"<len>\\n<json>" (a request) or
+    b"N<len>\\n<bytes>" (the egress channel's): ("request" or "net", body,
+    the next message's pos), or (None, None, pos) while it is incomplete."""
+    nl = buf.find(b"\n", pos, pos + 34)
     if nl < 0:
-        if len(buf) > 32:
+        if len(buf) - pos > 32:
             refuse("bad request header")
-        return None, buf
+        return None, None, pos
+    kind, start = ("net", pos + 1) if buf[pos:pos + 1] == b"N" else ("request", pos)
     try:
-        n = int(buf[:nl])
+        n = int(buf[start:nl])
     except ValueError:
         refuse("bad request header")
-    if len(buf) < nl + 1 + n:
-        return None, buf
-    return json.loads(buf[nl + 1:nl + 1 + n]), buf[nl + 1 + n:]
+    if n < 0:
+        refuse("bad request header")
+    end = nl + 1 + n
+    if len(buf) < end:
+        return None, None, pos
+    return kind, buf[nl + 1:end], end
 
 
 def worker_main(mode, fds, warm):
@@ -584,8 +615,8 @@ def main(argv):
     sup = Supervisor(argv == ["once"])
     if sup.pid == 0:
         return worker_main(argv[0], sup.child_fds, warm)
-    if egress:
-        egress_start(*egress)  # threads only after the fork
+    if egress:  # threads only after the fork
+        sup.egress = egress_start(*egress, send=lambda payload: frame(sup.nonce, "net", payload), watch=sup.watch, unwatch=sup.unwatch)
     sup.serve(greet)
 
 

@@ -2,8 +2,11 @@
 // a unix socket in a private host folder, the only way a container with
 // network none reaches the outside: the folder is bind-mounted read-only
 // at Mount, and the in-image runner (or the install's download script)
-// forwards the program's loopback proxy port to the socket. A Run is
-// used by one goroutine: Start, then Close once.
+// forwards the program's loopback proxy port to the socket. Where no
+// folder can be mounted (Kubernetes), Over serves the proxy on another
+// listener (the runner's channel, internal/egressmux) and the runner is
+// told Channel instead of the socket's path. A Run is used by one
+// goroutine: Start, then Close once.
 package egressdir
 
 import (
@@ -25,6 +28,9 @@ const (
 	Mount  = "/run/pybox-egress"
 	Socket = "proxy.sock"
 	Env    = "PYBOX_EGRESS"
+	// Channel, as Env's value: the proxy is reached over the runner's
+	// own channel (its stdin and stdout), not a socket.
+	Channel = "channel"
 )
 
 // maxSocketPath keeps the socket's host path within sun_path (108 bytes on
@@ -76,6 +82,12 @@ func Listen(base string) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Over is a Run whose proxy will serve l (closed with the Run), with no
+// folder: Dir is "".
+func Over(l net.Listener) *Run {
+	return &Run{l: l, done: make(chan error, 1)}
 }
 
 // listen creates the socket's folder (readable by the container's user,
@@ -147,7 +159,7 @@ func (r *Run) Close() (egress.Report, error) {
 	r.closed = true
 	if r.proxy == nil { // never served
 		r.l.Close()
-		return r.report, os.RemoveAll(r.root)
+		return r.report, r.remove()
 	}
 	r.cancel()
 	err := <-r.done
@@ -155,5 +167,13 @@ func (r *Run) Close() (egress.Report, error) {
 		err = nil
 	}
 	r.report = r.proxy.Report()
-	return r.report, errors.Join(err, os.RemoveAll(r.root))
+	return r.report, errors.Join(err, r.remove())
+}
+
+// remove removes the private folder, if the Run has one.
+func (r *Run) remove() error {
+	if r.root == "" {
+		return nil
+	}
+	return os.RemoveAll(r.root)
 }
