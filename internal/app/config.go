@@ -75,12 +75,19 @@ type Config struct {
 	EgressAllow   string
 	EgressAddrs   string
 	EgressTest    string
+	EgressOut     string // bytes a run sends through its proxy (a size)
+	EgressIn      string // bytes it receives
+	EgressConns   int    // a run's connections at once
+	EgressTotal   int    // a run's connections in all
 	TenantEgress  string
-	InstallTime   time.Duration
-	LayerQuota    string // disk an owner's package layers may take (images.Installer.LayerBytes)
-	StateDir      string
-	AllowURLReqs  bool
-	AllowSdist    bool
+	// TenantEgressConns: connections at once through all of one tenant's
+	// proxies (--http with tokens).
+	TenantEgressConns int
+	InstallTime       time.Duration
+	LayerQuota        string // disk an owner's package layers may take (images.Installer.LayerBytes)
+	StateDir          string
+	AllowURLReqs      bool
+	AllowSdist        bool
 	// InMemory: every program comes with its request and runs on a tmpfs
 	// workspace of its own (pybox eval): the app opens no code storage, no
 	// run output folders and no quota filesystem.

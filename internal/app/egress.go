@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/docker/go-units"
+
 	"github.com/pybox-dev/pybox/internal/egress"
 )
 
@@ -17,7 +19,11 @@ func (c *Config) egress() (*egress.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PYBOX_EGRESS_ALLOW: %w", err)
 	}
-	cfg := &egress.Config{Allow: allow}
+	limits, err := c.egressLimits()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &egress.Config{Allow: allow, Limits: limits}
 	for _, a := range SplitList(c.EgressAddrs) {
 		p, err := parsePrefix(a)
 		if err != nil {
@@ -33,6 +39,35 @@ func (c *Config) egress() (*egress.Config, error) {
 		cfg.Resolver = r
 	}
 	return cfg, nil
+}
+
+// egressLimits are a run's proxy limits from the settings; an unset one
+// (empty, 0) is the proxy's default.
+func (c *Config) egressLimits() (egress.Limits, error) {
+	out, err := sizeOrDefault(c.EgressOut)
+	if err != nil {
+		return egress.Limits{}, fmt.Errorf("PYBOX_EGRESS_MAX_OUT %q: must be a size such as 1g", c.EgressOut)
+	}
+	in, err := sizeOrDefault(c.EgressIn)
+	if err != nil {
+		return egress.Limits{}, fmt.Errorf("PYBOX_EGRESS_MAX_IN %q: must be a size such as 4g", c.EgressIn)
+	}
+	if c.EgressConns < 0 || c.EgressTotal < 0 || c.EgressTotal > 0 && c.EgressTotal < c.EgressConns {
+		return egress.Limits{}, fmt.Errorf("PYBOX_EGRESS_CONNECTIONS (%d) and PYBOX_EGRESS_TOTAL_CONNECTIONS (%d) must be positive, the total at least the first", c.EgressConns, c.EgressTotal)
+	}
+	return egress.Limits{BytesOut: out, BytesIn: in, Concurrent: c.EgressConns, Total: c.EgressTotal}, nil
+}
+
+// sizeOrDefault reads a size; "" is 0 (the default).
+func sizeOrDefault(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(v)
+	if err == nil && n < 1 {
+		err = fmt.Errorf("%q is not positive", v)
+	}
+	return n, err
 }
 
 // parsePrefix reads an address (a /32 or /128) or a prefix.

@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pybox-dev/pybox/internal/egress"
 	"github.com/pybox-dev/pybox/sandbox"
 	"github.com/pybox-dev/pybox/tools"
 )
@@ -106,6 +108,11 @@ func NewTenant(base *App, name string) (*App, error) {
 	eg, err := cfg.egress()
 	if err != nil {
 		return nil, err
+	}
+	// One budget for all the tenant's proxies: its runs at once times a
+	// run's connections is no bound a tenant should be able to reach.
+	if eg.Shared, err = egress.NewGate(cfg.TenantEgressConns); err != nil {
+		return nil, fmt.Errorf("PYBOX_TENANT_EGRESS_CONNECTIONS: %w", err)
 	}
 	log := base.Log.With("tenant", name)
 	vol, err := cfg.storageFS(limits, base.caps.HostFolders, log)

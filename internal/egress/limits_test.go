@@ -223,3 +223,50 @@ func TestIdleTimeout(t *testing.T) {
 		t.Errorf("a download longer than the idle timeout: %q, %v", body, err)
 	}
 }
+
+// TestSharedGate: two proxies (two runs of one tenant) sharing a Gate of 3
+// serve 3 connections at once between them, though each may serve 64: the
+// fourth, on either, is turned away with a 503 naming the tenant's limit,
+// and a place freed on one proxy serves the other.
+func TestSharedGate(t *testing.T) {
+	g, err := NewGate(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newRig(t, func(c *Config) { c.Shared = g })
+	b := newRig(t, func(c *Config) { c.Shared = g })
+	hold := func(r *rig) net.Conn { // a tunnel held open: it keeps its place
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "CONNECT example.com:%d HTTP/1.1\r\nHost: example.com:%d\r\n\r\n", r.tlsPort, r.tlsPort)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("tunnel: %v %v", resp, err)
+		}
+		return c
+	}
+	first := hold(a)
+	hold(a)
+	hold(b)
+	if g.InUse() != 3 {
+		t.Fatalf("%d places in use, want 3", g.InUse())
+	}
+	_, body := b.raw(fmt.Sprintf("GET http://plain.pybox.test:%d/ HTTP/1.1\r\nHost: plain.pybox.test:%d\r\n\r\n", b.httpPort, b.httpPort))
+	if !strings.Contains(body, "across the tenant's runs (limit 3)") {
+		t.Errorf("a fourth connection: %q", body)
+	}
+	if b.p.Report().Dropped != 1 {
+		t.Errorf("dropped %d, want 1", b.p.Report().Dropped)
+	}
+	first.Close()
+	if !waitFor(10*time.Second, func() bool { return g.InUse() == 2 }) {
+		t.Fatalf("%d places in use after a tunnel closed, want 2", g.InUse())
+	}
+	hold(b)
+	if _, err := NewGate(0); err == nil {
+		t.Error("a Gate of 0 was taken")
+	}
+}

@@ -65,9 +65,13 @@ type Config struct {
 	Allow      Allowlist
 	AllowAddrs []netip.Prefix // destinations exempt from the private/loopback/link-local/own-address refusal
 	Limits     Limits
-	Resolver   Resolver                                                          // nil: net.DefaultResolver
-	Dial       func(ctx context.Context, network, addr string) (net.Conn, error) // nil: a net.Dialer; always given a checked IP, never a name
-	Log        *slog.Logger                                                      // nil: discard
+	// Shared, when set, also bounds the connections at once of every
+	// proxy given the same Gate (a tenant's runs): past it a connection is
+	// turned away as past Limits.Concurrent.
+	Shared   *Gate
+	Resolver Resolver                                                          // nil: net.DefaultResolver
+	Dial     func(ctx context.Context, network, addr string) (net.Conn, error) // nil: a net.Dialer; always given a checked IP, never a name
+	Log      *slog.Logger                                                      // nil: discard
 }
 
 // Proxy is one run's egress proxy.
@@ -79,6 +83,7 @@ type Proxy struct {
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	log    *slog.Logger
 	own    func() []netip.Addr
+	shared *Gate
 
 	active   atomic.Int64 // connections being served
 	accepted atomic.Int64 // connections accepted in all
@@ -92,7 +97,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{allow: cfg.Allow, limits: l, res: cfg.Resolver, dial: cfg.Dial, log: cfg.Log, own: interfaceAddrs}
+	p := &Proxy{allow: cfg.Allow, limits: l, res: cfg.Resolver, dial: cfg.Dial, log: cfg.Log, own: interfaceAddrs, shared: cfg.Shared}
 	for _, pr := range cfg.AllowAddrs {
 		if !pr.IsValid() {
 			return nil, fmt.Errorf("egress allowed addresses: invalid prefix %v", pr)
@@ -168,28 +173,39 @@ func (s *server) acceptLoop(ctx context.Context, l net.Listener, wg *sync.WaitGr
 			continue
 		}
 		if !s.track(c) {
-			s.p.active.Add(-1)
+			s.p.release()
 			continue
 		}
 		wg.Go(func() {
-			defer s.p.active.Add(-1)
+			defer s.p.release()
 			defer s.untrack(c)
 			s.serveConn(ctx, c)
 		})
 	}
 }
 
-// admit takes a place for a new connection, or says why there is none.
+// admit takes a place for a new connection (the run's, and the shared
+// Gate's), or says why there is none.
 func (p *Proxy) admit() string {
 	if p.active.Add(1) > int64(p.limits.Concurrent) {
 		p.active.Add(-1)
 		return fmt.Sprintf("too many connections at once (limit %d)", p.limits.Concurrent)
 	}
-	if p.accepted.Add(1) > int64(p.limits.Total) {
+	if !p.shared.take() {
 		p.active.Add(-1)
+		return fmt.Sprintf("too many connections at once across the tenant's runs (limit %d)", p.shared.Limit())
+	}
+	if p.accepted.Add(1) > int64(p.limits.Total) {
+		p.release()
 		return fmt.Sprintf("connection limit reached (%d in all)", p.limits.Total)
 	}
 	return ""
+}
+
+// release returns the places admit took.
+func (p *Proxy) release() {
+	p.active.Add(-1)
+	p.shared.give()
 }
 
 // turnAway answers a connection it will not read from and closes it. The
