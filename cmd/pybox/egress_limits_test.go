@@ -18,7 +18,7 @@ func TestEgressLimitSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.EgressOut != "1g" || c.EgressIn != "4g" || c.EgressConns != 64 || c.EgressTotal != 4096 || c.TenantEgressConns != 256 {
-		t.Errorf("defaults: out %q in %q at once %d in all %d tenant %d", c.EgressOut, c.EgressIn, c.EgressConns, c.EgressTotal, c.TenantEgressConns)
+	if c.EgressOut != "1g" || c.EgressIn != "4g" || c.EgressConns != 64 || c.EgressTotal != 4096 {
+		t.Errorf("defaults: out %q in %q at once %d in all %d", c.EgressOut, c.EgressIn, c.EgressConns, c.EgressTotal)
 	}
 }
