@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,7 @@ var referenceCommands = [][]string{{"serve"}, {"run"}, {"eval"}, {"bench"}, {"do
 var docDefaults = map[string]string{
 	"code-storage-dir": "`$XDG_DATA_HOME/pybox/code` or `~/.local/share/pybox/code`",
 	"state-dir":        "`$XDG_STATE_HOME/pybox` or `~/.local/state/pybox`",
+	"mcp-servers":      "`STATE_DIR/mcp_servers.json`",
 }
 
 const referenceIntro = `# Configuration
@@ -154,4 +156,67 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return "same lines"
+}
+
+// TestSettingsTablesInDocs: the pages that keep a longer table of some
+// settings of their own (http.md, tools.md: "| variable | flag | default |
+// meaning |") name each setting as the settings table does: its variable,
+// its flag and its default cannot drift from --help, only the longer text
+// is the page's own.
+func TestSettingsTablesInDocs(t *testing.T) {
+	serve := commandFlags(t, "serve")
+	envOf := map[string]string{}
+	for _, s := range everySetting() {
+		envOf[s.flag] = s.env
+	}
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("docs pages: %v (%d)", err, len(pages))
+	}
+	rows := 0
+	for _, page := range pages {
+		if filepath.Base(page) == "configuration.md" {
+			continue // generated whole: TestConfigurationReference
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := false
+		for i, line := range strings.Split(string(b), "\n") {
+			switch {
+			case line == "| variable | flag | default | meaning |":
+				in = true
+				continue
+			case !strings.HasPrefix(line, "|"):
+				in = false
+			}
+			if !in || strings.HasPrefix(line, "|---") {
+				continue
+			}
+			cells := strings.SplitN(strings.TrimPrefix(line, "|"), "|", 4)
+			for j := range cells {
+				cells[j] = strings.TrimSpace(cells[j])
+			}
+			if len(cells) < 4 {
+				t.Errorf("%s:%d: not a settings row: %q", page, i+1, line)
+				continue
+			}
+			env := strings.Trim(cells[0], "`")
+			name := strings.TrimPrefix(strings.Trim(cells[1], "`"), "--")
+			f := serve.fs.Lookup(name)
+			switch {
+			case f == nil || envOf[name] == "":
+				t.Errorf("%s:%d: --%s is no setting", page, i+1, name)
+			case envOf[name] != env:
+				t.Errorf("%s:%d: --%s's variable is %s, the page says %s", page, i+1, name, envOf[name], env)
+			case docDefault(f) != cells[2]:
+				t.Errorf("%s:%d: --%s's default is %q, the page says %q", page, i+1, name, docDefault(f), cells[2])
+			}
+			rows++
+		}
+	}
+	if rows < 10 {
+		t.Errorf("found %d settings rows in docs/, expected the HTTP and code-mode tables (at least 10)", rows)
+	}
 }
