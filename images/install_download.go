@@ -42,7 +42,7 @@ const maxDownloadBytes = 2 << 30
 // It reaches the index only through the egress proxy, whose socket the
 // forwarder (runner/forward.py, prepended) relays from a loopback port.
 var downloadScript = string(forwardPy) + `
-import subprocess, sys, tarfile, zipfile
+import socket, subprocess, sys, tarfile, zipfile
 fwd = egress_listen()
 if fwd:
     egress_start(*fwd)

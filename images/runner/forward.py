@@ -49,11 +49,12 @@ def egress_listen():
     return ls, path
 
 
-def egress_start(ls, path, send, watch, unwatch):
+def egress_start(ls, path, send=None, watch=None, unwatch=None):
     """Relay ls's connections to path; over the channel (path "channel"),
     in the caller's poll loop (watch, unwatch; see Channel), where
     send(payload) frames a message to pybox and the returned Channel takes
-    pybox's messages. None for a socket."""
+    pybox's messages. None for a socket, which needs none of send, watch and
+    unwatch (the install's download step relays in threads)."""
     if path == "channel":
         return Channel(ls, send, watch, unwatch)
     slots = threading.BoundedSemaphore(EGRESS_MAX)

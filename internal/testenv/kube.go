@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -267,7 +269,13 @@ func selfSigned() ([]byte, []byte, error) {
 		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), nil
 }
 
-// freePorts returns n ports free on 127.0.0.1 a moment ago.
+// freePorts returns n ports free on 127.0.0.1 a moment ago, drawn at
+// random below the kernel's ephemeral range (32768 and up by default), and
+// never twice in one test process: a port the kernel hands to a ":0"
+// listener or an outgoing connection of a test running beside (the way
+// ports used to be picked here) cannot take one of these between the
+// pick and the node's bind (seen: a kubelet's "bind: address already in
+// use" beside the parallel tests).
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -276,16 +284,29 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("no free port below the ephemeral range after %d tries", tries)
+		}
+		p := portsLow + mrand.IntN(portsHigh-portsLow)
+		if _, taken := portsGiven.LoadOrStore(p, true); taken {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
-			return nil, err
+			continue // in use: another draw
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
+
+// portsLow and portsHigh bound freePorts' draws; portsGiven holds every
+// port it has handed out in this process.
+const portsLow, portsHigh = 20000, 32000
+
+var portsGiven sync.Map
 
 // WaitFor polls cond until it holds or ctx ends.
 func WaitFor(ctx context.Context, cond func() bool) bool {
