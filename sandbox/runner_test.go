@@ -140,7 +140,7 @@ func TestSessionSurvivesStreamTampering(t *testing.T) {
 			if strings.Contains(res.Stdout, "PYBOX") {
 				t.Errorf("the kernel's markers went into the program's file: %q", res.Stdout)
 			}
-			if took := time.Since(start); took > 5*time.Second {
+			if took := time.Since(start); took > 15*time.Second { // a stall waits out the call (30 s); 5 s was missed under load
 				t.Errorf("two calls took %v; want no stall", took)
 			}
 		})

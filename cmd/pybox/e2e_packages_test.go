@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,14 +54,15 @@ func (s *server) envConfig() tools.EnvironmentView {
 // test packages may be creating their own on the daemon).
 func (s *server) containersCreated(f func()) int {
 	s.t.Helper()
-	since := time.Now().Add(-50 * time.Millisecond)
-	f()
-	time.Sleep(100 * time.Millisecond) // let the daemon's event log catch up with the last call
 	mine := map[string]string{"pybox.managed": "true", "pybox.pid": strconv.Itoa(s.cmd.Process.Pid)}
-	pool := map[string]string{"pybox.role": "pool"}
-	maps.Copy(pool, mine)
-	until := time.Now()
-	return s.creates(since, until, mine) - s.creates(since, until, pool)
+	stop := s.eng.WatchContainerCreates(context.Background(), mine, "pybox.role", "pool")
+	f()
+	time.Sleep(100 * time.Millisecond) // let the daemon's stream deliver the last call's events
+	n, err := stop()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return n
 }
 
 // creates counts the container creations between since and until with all

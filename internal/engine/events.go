@@ -57,3 +57,41 @@ const oomLookback = 24 * time.Hour
 func unixNano(t time.Time) string {
 	return strconv.FormatInt(t.Unix(), 10) + "." + fmt.Sprintf("%09d", t.Nanosecond())
 }
+
+// WatchContainerCreates counts, from now until the returned stop is
+// called, the creations of containers carrying all labels, except those
+// whose label skipKey has the value skipValue. It follows the daemon's
+// live stream: a query of past events after the fact (ContainerEvents)
+// reads the daemon's short ring of recent events (256 on Docker), which a
+// busy daemon overwrites within seconds.
+func (c *Client) WatchContainerCreates(ctx context.Context, labels map[string]string, skipKey, skipValue string) (stop func() (int, error)) {
+	ctx, cancel := context.WithCancel(ctx)
+	args := labelFilter(labels)
+	args.Add("type", string(events.ContainerEventType))
+	args.Add("event", string(events.ActionCreate))
+	msgs, errs := c.cli().Events(ctx, events.ListOptions{Since: unixNano(time.Now().Add(-50 * time.Millisecond)), Filters: args})
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-msgs:
+				if m.Actor.Attributes[skipKey] != skipValue {
+					n++
+				}
+			case e := <-errs:
+				if ctx.Err() == nil {
+					err = fmt.Errorf("container events: %w", e)
+				}
+				return
+			}
+		}
+	}()
+	return func() (int, error) {
+		cancel()
+		<-done
+		return n, err
+	}
+}
