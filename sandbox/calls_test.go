@@ -83,7 +83,7 @@ func TestToolCallFlood(t *testing.T) {
 	if peak > base+64 {
 		t.Errorf("goroutines grew from %d to %d during the flood; want them bounded", base, peak)
 	}
-	if res.TimedOut || took > 6*time.Second || res.ExitCode != 137 || !strings.Contains(res.Stderr, "tool call") {
+	if res.TimedOut || res.Duration > 6*time.Second || res.ExitCode != 137 || !strings.Contains(res.Stderr, "tool call") { // the program's time: the container's start under load is not the flood check's (seen: 6.5 s wall, 0.8 s program)
 		t.Errorf("the flooding run was not ended with a note: %+v (took %v)", res, took)
 	}
 	if n := tools.n.Load(); n > 200 {
