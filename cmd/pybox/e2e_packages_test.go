@@ -65,17 +65,6 @@ func (s *server) containersCreated(f func()) int {
 	return n
 }
 
-// creates counts the container creations between since and until with all
-// the labels.
-func (s *server) creates(since, until time.Time, labels map[string]string) int {
-	s.t.Helper()
-	ev, err := s.eng.ContainerEvents(context.Background(), since, until, labels)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return strings.Count(strings.Join(ev, " ")+" ", "create ")
-}
-
 // TestInstallThenImport: an install is visible to later runs, its cache hit
 // starts no container, and the versions are reported.
 func TestInstallThenImport(t *testing.T) {
