@@ -3,6 +3,7 @@ package downstream
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -108,9 +109,16 @@ func TestManagerCallSentOnce(t *testing.T) {
 
 // TestManagerRestartsSilentServer: a server that stops answering (its
 // process stopped, its pipes open) is started again after a call times
-// out, so later calls are answered.
+// out and a ping goes unanswered, so later calls are answered; the
+// stopped one ends by itself once forgotten.
 func TestManagerRestartsSilentServer(t *testing.T) {
-	m := stdioManager(t, nil)
+	var logBuf testenv.LogBuffer
+	bin, err := echoServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager([]Server{{Name: "echo", Command: bin}}, Options{Log: slog.New(slog.NewTextHandler(&logBuf, nil)), PingTimeout: time.Second})
+	t.Cleanup(m.Close)
 	ctx := t.Context()
 	res, err := m.Call(ctx, "echo.slow", map[string]any{"ms": 0, "text": "a"}, 10*time.Second)
 	if err != nil || res.IsError {
@@ -125,11 +133,17 @@ func TestManagerRestartsSilentServer(t *testing.T) {
 	for {
 		res, err := m.Call(ctx, "echo.slow", map[string]any{"ms": 0, "text": "b"}, time.Second)
 		if err == nil && pidOf(t, res.StructuredContent) != frozen {
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("a server that stopped answering was not started again within 20 s: %v", err)
 		}
+	}
+	// Stopped, it was continued when its stop began: it ended on its stdin
+	// closed or SIGTERM, not at SIGKILL (which used to hold a call of its
+	// connection past its timeout, 4 s later).
+	if log, ok := logBuf.Await(fmt.Sprintf("echoserver pid %d ended", frozen)); !ok {
+		t.Errorf("the stopped server did not end by itself or on SIGTERM once forgotten:\n%s", log)
 	}
 }
 

@@ -73,8 +73,9 @@ type readCloser struct {
 }
 
 // process is a command server's stdin; closing it ends the server: its
-// stdin closed, then SIGTERM, then SIGKILL, two seconds apart. Close is
-// safe to call more than once.
+// stdin closed (and the server continued, if it was stopped), then
+// SIGTERM, then SIGKILL, two seconds apart. Close is safe to call more
+// than once.
 type process struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -87,6 +88,7 @@ func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 func (p *process) Close() error {
 	p.once.Do(func() {
 		p.stdin.Close() // its failure: the pipe is gone already
+		resume(p.cmd.Process)
 		exited := make(chan error, 1)
 		go func() { exited <- p.cmd.Wait() }()
 		var ok bool

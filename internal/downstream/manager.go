@@ -39,6 +39,10 @@ type Options struct {
 	// Env is set for every command server, besides the few variables it
 	// inherits and its own env (see serverEnv).
 	Env map[string]string
+	// PingTimeout is how long a server whose call timed out has to answer
+	// a ping before it is stopped (and started again at the next call);
+	// default DefaultPingTimeout.
+	PingTimeout time.Duration
 }
 
 // DefaultMaxMessage is Options.MaxMessage's default.
@@ -47,9 +51,8 @@ const DefaultMaxMessage = 2 << 20
 // maxTools bounds one server's tool list.
 const maxTools = 1000
 
-// pingTimeout is how long a server whose call timed out has to answer a
-// ping before it is stopped (and started again at the next call).
-const pingTimeout = 5 * time.Second
+// DefaultPingTimeout is Options.PingTimeout's default.
+const DefaultPingTimeout = 5 * time.Second
 
 // Manager holds one MCP client session per downstream server, connected
 // on first use and again after the server ended or stopped answering;
@@ -60,6 +63,7 @@ type Manager struct {
 	log        *slog.Logger
 	version    string
 	maxMessage int
+	ping       time.Duration // Options.PingTimeout
 	env        map[string]string
 
 	ctx  context.Context // ended by Close
@@ -80,12 +84,15 @@ type conn struct {
 
 // NewManager returns a Manager for servers; nothing starts until used.
 func NewManager(servers []Server, opts Options) *Manager {
-	m := &Manager{servers: map[string]Server{}, conns: map[string]*conn{}, log: opts.Log, version: opts.Version, maxMessage: opts.MaxMessage, env: opts.Env}
+	m := &Manager{servers: map[string]Server{}, conns: map[string]*conn{}, log: opts.Log, version: opts.Version, maxMessage: opts.MaxMessage, env: opts.Env, ping: opts.PingTimeout}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	if m.maxMessage <= 0 {
 		m.maxMessage = DefaultMaxMessage
+	}
+	if m.ping <= 0 {
+		m.ping = DefaultPingTimeout
 	}
 	m.ctx, m.stop = context.WithCancel(context.Background())
 	for _, s := range servers {
@@ -237,7 +244,7 @@ func (m *Manager) forget(name string, cs *mcp.ClientSession) {
 }
 
 // check pings name after a call of it timed out; a server that does not
-// answer within pingTimeout has stopped answering: it is forgotten (its
+// answer within its ping timeout has stopped answering: it is forgotten (its
 // process stopped), and the next call starts it again. One check at a
 // time per server.
 func (m *Manager) check(name string, cs *mcp.ClientSession) {
@@ -253,7 +260,7 @@ func (m *Manager) check(name string, cs *mcp.ClientSession) {
 	}
 	m.wg.Go(func() {
 		defer c.checking.Store(false)
-		ctx, cancel := context.WithTimeout(m.ctx, pingTimeout)
+		ctx, cancel := context.WithTimeout(m.ctx, m.ping)
 		defer cancel()
 		if err := cs.Ping(ctx, nil); err != nil && m.ctx.Err() == nil {
 			m.log.Warn("a downstream MCP server stopped answering; stopping it (the next call starts it again)", "server", name, "err", m.redact(name, err.Error()))

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -56,8 +57,19 @@ func main() {
 		serveHTTP(s, *httpAddr)
 		return
 	}
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	// Each end but a kill is said (a test tells them apart); a write to a
+	// stdout closed already fails, instead of ending it unsaid.
+	signal.Ignore(syscall.SIGPIPE)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		fmt.Fprintf(os.Stderr, "echoserver pid %d ended: SIGTERM\n", os.Getpid())
+		os.Exit(1)
+	}()
+	err := s.Run(context.Background(), &mcp.StdioTransport{})
+	fmt.Fprintf(os.Stderr, "echoserver pid %d ended: %v\n", os.Getpid(), err)
+	if err != nil {
 		os.Exit(1)
 	}
 }
