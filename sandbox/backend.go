@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/kube"
@@ -52,6 +53,12 @@ func (d docker) Start(ctx context.Context, spec engine.Spec) (Attachment, error)
 	}
 	return a, nil
 }
+
+// exitLatency is implemented by attachments whose engine reports a
+// container's exit sooner than teardownWait bounds (an in-memory engine:
+// at once): how long a run whose runner stopped answering waits for that
+// report before it says nothing is known of the program's end.
+type exitLatency interface{ ExitLatency() time.Duration }
 
 // lossyAtExit is implemented by backends whose attach stream drops what a
 // container writes just before it exits (Kubernetes): once runners linger

@@ -278,22 +278,28 @@ const resourceKillNote = "the sandbox was killed for exceeding its resource limi
 	"passing the process limit aborts the whole sandbox, and output written after that point is lost)"
 
 // exitInto records how the container ended, waiting at most teardownWait
-// for the daemon to report its exit: known is false when it did not, lost
-// is true when the connection to the daemon broke instead.
+// (or the attachment's own exitLatency) for the daemon to report its exit:
+// known is false when it did not, lost is true when the connection to the
+// daemon broke instead.
 func (c *conn) exitInto(res *Result) (known, lost bool) {
+	wait := teardownWait
+	if l, ok := c.k.(exitLatency); ok {
+		wait = l.ExitLatency()
+	}
 	select {
 	case <-c.k.Done():
 		x := c.k.Exit()
 		res.ExitCode, res.OOMKilled = x.Code, x.OOMKilled
 		return true, x.Lost
-	case <-time.After(teardownWait):
+	case <-time.After(wait):
 		return false, false
 	}
 }
 
 // ErrNoVerdict: the runner's stream ended without its verdict and the
-// daemon did not report the container's exit within teardownWait, so
-// nothing is known of the program's end (never a pass).
+// daemon did not report the container's exit within teardownWait (or the
+// attachment's exitLatency), so nothing is known of the program's end
+// (never a pass).
 var ErrNoVerdict = errors.New("the sandbox's runner stopped answering without a verdict and Docker did not report how its container ended; " +
 	"the program's outcome is unknown, and its container is removed")
 

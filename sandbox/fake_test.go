@@ -160,6 +160,12 @@ func (c *fakeContainer) Output() io.Reader           { return c.outR }
 func (c *fakeContainer) Write(p []byte) (int, error) { return c.inW.Write(p) }
 func (c *fakeContainer) Done() <-chan struct{}       { return c.done }
 func (c *fakeContainer) Exit() engine.Exit           { return c.exit }
+
+// ExitLatency: the fake reports an exit as it happens (end closes done
+// with the stream or before it); the margin is a goroutine's turn on a
+// loaded machine, not Docker's 15 s.
+func (c *fakeContainer) ExitLatency() time.Duration { return 2 * time.Second }
+
 func (c *fakeContainer) Broken() bool {
 	select {
 	case <-c.done:

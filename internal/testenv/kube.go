@@ -65,10 +65,16 @@ func KubeBin(t testing.TB) string {
 // writes "ok" or "failed" into when it ends.
 func waitKubeBuild(t testing.TB) {
 	t.Helper()
-	status := os.Getenv("PYBOX_K8S_BUILD")
-	if status == "" {
-		return
+	if status := os.Getenv("PYBOX_K8S_BUILD"); status != "" {
+		waitBuildStatus(t, status)
 	}
+}
+
+// waitBuildStatus waits until the file status holds the build's end,
+// looking every 100 ms (a file another process writes: no event to wait
+// on), and fails t when the build failed.
+func waitBuildStatus(t testing.TB, status string) {
+	t.Helper()
 	start := time.Now()
 	for {
 		b, err := os.ReadFile(status)
@@ -83,7 +89,7 @@ func waitKubeBuild(t testing.TB) {
 		case time.Since(start) > 30*time.Minute:
 			t.Fatalf("the background build of the Kubernetes binaries did not end within 30 minutes (its log: %s.log)", status)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
