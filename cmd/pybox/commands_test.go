@@ -17,10 +17,10 @@ var commandSettingsTable = []struct {
 	has, lacks []string
 }{
 	{"serve", []string{"http", "tokens", "metrics-addr", "mcp-servers", "session-ttl", "max-sessions", "toolset", "stall-timeout", "memory", "warm-pool", "quota-mode"}, nil},
-	{"run", []string{"memory", "timeout", "policy", "runtime", "egress-allow", "env-type", "preinstalled-packages", "code-storage-dir", "state-dir", "stdin", "json"},
-		[]string{"http", "tokens", "metrics-addr", "mcp-servers", "session-ttl", "max-sessions", "toolset", "stall-timeout", "max-calls", "warm-pool", "max-concurrent", "max-file-size", "max-timeout"}},
-	{"eval", []string{"memory", "timeout", "max-timeout", "max-concurrent", "policy", "egress-allow", "o", "j", "problems"},
-		[]string{"http", "tokens", "mcp-servers", "session-ttl", "max-sessions", "toolset", "stall-timeout", "max-calls", "max-file-size"}},
+	{"run", []string{"memory", "timeout", "policy", "runtime", "egress-allow", "env-type", "preinstalled-packages", "state-dir", "workspace-quota", "stdin", "json"},
+		[]string{"http", "tokens", "metrics-addr", "mcp-servers", "session-ttl", "max-sessions", "toolset", "stall-timeout", "max-calls", "warm-pool", "max-concurrent", "max-file-size", "max-timeout", "code-storage-dir", "quota-mode"}},
+	{"eval", []string{"memory", "timeout", "max-timeout", "max-concurrent", "policy", "egress-allow", "state-dir", "workspace-quota", "o", "j", "problems"},
+		[]string{"http", "tokens", "mcp-servers", "session-ttl", "max-sessions", "toolset", "stall-timeout", "max-calls", "max-file-size", "code-storage-dir", "quota-mode"}},
 	{"bench", []string{"memory", "toolset", "session-ttl", "warm-pool", "runtime", "n", "eval", "kubernetes"},
 		[]string{"http", "tokens", "metrics-addr", "tenant-calls-per-minute", "mcp-servers"}},
 	{"doctor", []string{"runtime", "image", "variant", "code-storage-dir", "state-dir", "policy", "backend", "kubeconfig", "memory", "log-level"},

@@ -56,9 +56,11 @@ JSON on stdout. Files ending in .gz are read through gzip.
 
 // evalOmits are the server's settings, which `pybox eval` has not (its
 // --help lists the rest: the sandbox's limits, image, environment,
-// installs, egress, policy, storage and state; a setting added later is
-// eval's too unless named here).
-var evalOmits = []string{"allowed-images", "max-calls", "max-file-size", "max-sessions", "queue-wait", "session-ttl", "stall-timeout", "toolset"}
+// installs, egress, policy and state; a setting added later is eval's too
+// unless named here). Each sample runs in a private tmpfs workspace sized
+// by the workspace quota: eval opens no code storage, so it has neither
+// the storage folder nor the quota's enforcement mode.
+var evalOmits = []string{"allowed-images", "code-storage-dir", "max-calls", "max-file-size", "max-sessions", "queue-wait", "quota-mode", "session-ttl", "stall-timeout", "toolset"}
 
 // evalFlags are eval's own flags.
 type evalFlags struct {
