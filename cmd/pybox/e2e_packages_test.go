@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/tools"
@@ -57,7 +56,6 @@ func (s *server) containersCreated(f func()) int {
 	mine := map[string]string{"pybox.managed": "true", "pybox.pid": strconv.Itoa(s.cmd.Process.Pid)}
 	stop := s.eng.WatchContainerCreates(context.Background(), mine, "pybox.role", "pool")
 	f()
-	time.Sleep(100 * time.Millisecond) // let the daemon's stream deliver the last call's events
 	n, err := stop()
 	if err != nil {
 		s.t.Fatal(err)

@@ -203,3 +203,31 @@ func TestCreateRefusesASymlinkedBindSource(t *testing.T) {
 	}
 	// setup's cleanup fails the test if any container is left.
 }
+
+// TestWatchContainerCreates: the watch counts exactly the creations of
+// containers with its labels between its start and its stop, less the
+// skipped ones, with stop called right after the last one (no pause for
+// the daemon's stream: the marks in it are the ends).
+func TestWatchContainerCreates(t *testing.T) {
+	eng, img := setup(t)
+	run := func(role string) {
+		t.Helper()
+		sp := spec(t, img, "true")
+		sp.Config.Labels["pybox.role"] = role
+		if _, err := eng.Run(t.Context(), sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("test") // before the watch, within the second its stream replays: not counted
+	mine := map[string]string{testLabel: t.Name()}
+	for round := range 3 {
+		stop := eng.WatchContainerCreates(t.Context(), mine, "pybox.role", "pool")
+		run("test")
+		run("pool")
+		run("test")
+		n, err := stop()
+		if err != nil || n != 2 {
+			t.Errorf("round %d: %d creations counted (%v); want 2", round, n, err)
+		}
+	}
+}

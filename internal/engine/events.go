@@ -4,35 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 )
-
-// ContainerEvents returns the actions ("create", "start", "destroy", ...)
-// of containers carrying all labels between since and until, in order.
-func (c *Client) ContainerEvents(ctx context.Context, since, until time.Time, labels map[string]string) ([]string, error) {
-	args := labelFilter(labels)
-	args.Add("type", string(events.ContainerEventType))
-	msgs, errs := c.cli().Events(ctx, events.ListOptions{
-		Since: unixNano(since), Until: unixNano(until), Filters: args,
-	})
-	var out []string
-	for {
-		select {
-		case m := <-msgs:
-			out = append(out, string(m.Action))
-		case err := <-errs:
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return out, fmt.Errorf("container events: %w", err)
-		}
-	}
-}
 
 // sawOOM reports whether the daemon's recent events hold an OOM kill of
 // container id.
@@ -60,38 +38,110 @@ func unixNano(t time.Time) string {
 
 // WatchContainerCreates counts, from now until the returned stop is
 // called, the creations of containers carrying all labels, except those
-// whose label skipKey has the value skipValue. It follows the daemon's
-// live stream: a query of past events after the fact (ContainerEvents)
-// reads the daemon's short ring of recent events (256 on Docker), which a
-// busy daemon overwrites within seconds.
+// whose label skipKey ("": none) has the value skipValue. It follows the daemon's
+// live stream, not a query of past events after the fact, which reads the
+// daemon's short ring of recent events (256 on Docker) that a busy daemon
+// overwrites within seconds. Both ends are marks in that stream, not
+// times: a volume of its own, created (and removed) when the watch starts
+// and when stop is called, whose event the daemon sends after every event
+// before it. So it returns once the daemon streams to it, and stop counts
+// every creation made before it was called, however late the stream.
 func (c *Client) WatchContainerCreates(ctx context.Context, labels map[string]string, skipKey, skipValue string) (stop func() (int, error)) {
 	ctx, cancel := context.WithCancel(ctx)
-	args := labelFilter(labels)
-	args.Add("type", string(events.ContainerEventType))
-	args.Add("event", string(events.ActionCreate))
-	msgs, errs := c.cli().Events(ctx, events.ListOptions{Since: unixNano(time.Now().Add(-50 * time.Millisecond)), Filters: args})
-	done := make(chan struct{})
-	var n int
-	var err error
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case m := <-msgs:
-				if m.Actor.Attributes[skipKey] != skipValue {
-					n++
-				}
-			case e := <-errs:
-				if ctx.Err() == nil {
-					err = fmt.Errorf("container events: %w", e)
-				}
-				return
-			}
-		}
-	}()
-	return func() (int, error) {
+	args := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("type", string(events.VolumeEventType)),
+		filters.Arg("event", string(events.ActionCreate)))
+	// Since: the stream may open after the start mark is made; what came
+	// before that mark is not counted.
+	msgs, errs := c.cli().Events(ctx, events.ListOptions{Since: unixNano(time.Now().Add(-time.Second)), Filters: args})
+	id := watchMark + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	w := &createWatch{labels: labels, skipKey: skipKey, skipValue: skipValue, start: id + "start", stop: id + "stop",
+		marks: make(chan string, 2), done: make(chan struct{})}
+	go w.follow(ctx, msgs, errs)
+	if err := c.mark(ctx, w, w.start); err != nil {
 		cancel()
-		<-done
-		return n, err
+		<-w.done
+		return func() (int, error) { return 0, err }
 	}
+	return func() (int, error) {
+		err := c.mark(ctx, w, w.stop)
+		cancel()
+		<-w.done
+		return w.n, err
+	}
+}
+
+// createWatch is one WatchContainerCreates: its stream's reader counts
+// the matching creations between its two marks (volume names), and hands
+// them on as it sees them.
+type createWatch struct {
+	labels             map[string]string
+	skipKey, skipValue string
+	start, stop        string
+	marks              chan string
+	done               chan struct{}
+	n                  int   // read after done
+	err                error // the stream's failure; read after done
+}
+
+func (w *createWatch) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error) {
+	defer close(w.done)
+	counting := false
+	for {
+		select {
+		case m := <-msgs:
+			switch {
+			case m.Type == events.VolumeEventType:
+				if m.Actor.ID == w.start || m.Actor.ID == w.stop {
+					counting = m.Actor.ID == w.start
+					w.marks <- m.Actor.ID // two at most: never blocks
+				}
+			case counting && hasLabels(m.Actor.Attributes, w.labels) && (w.skipKey == "" || m.Actor.Attributes[w.skipKey] != w.skipValue):
+				w.n++
+			}
+		case e := <-errs:
+			if ctx.Err() == nil {
+				w.err = fmt.Errorf("container events: %w", e)
+			}
+			return
+		}
+	}
+}
+
+// watchMark starts the names of WatchContainerCreates's mark volumes.
+const watchMark = "pybox-watch-"
+
+// mark creates (and removes) the volume name and waits, up to a minute,
+// until w's stream has delivered its creation: every earlier event has
+// been delivered then.
+func (c *Client) mark(ctx context.Context, w *createWatch, name string) error {
+	if _, err := c.cli().VolumeCreate(ctx, volume.CreateOptions{Name: name}); err != nil {
+		return fmt.Errorf("container events: a mark in the stream: %w", err)
+	}
+	defer func() {
+		// A failure leaves an unused volume of no size, named for what it was.
+		_ = c.cli().VolumeRemove(context.WithoutCancel(ctx), name, true)
+	}()
+	wait := time.NewTimer(time.Minute)
+	defer wait.Stop()
+	for {
+		select {
+		case got := <-w.marks:
+			if got == name {
+				return nil
+			}
+		case <-w.done:
+			return fmt.Errorf("container events: the stream ended before its mark: %w", w.err)
+		case <-wait.C:
+			return errors.New("container events: the daemon did not stream a mark within a minute")
+		}
+	}
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
