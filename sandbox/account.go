@@ -34,6 +34,7 @@ type Account struct {
 	fixed    []string       // folders always counted
 	extra    map[string]int // workspaces outside them, counted while in use
 	skip     map[string]int // mountpoints of run output folders, counted in the runs folder
+	skips    uint64         // bumped by each folder added to skip
 	known    bool           // measured at least once
 	force    bool           // the figure is off: the next refresh measures
 	used     storage.Usage  // the last measurement, plus what was charged since

@@ -144,3 +144,60 @@ func TestAccountRefusesAFolderItCannotRead(t *testing.T) {
 		t.Fatalf("room for 1 byte: %v; want ErrQuota", err)
 	}
 }
+
+// pausedFS is a Filesystem whose next Usage, once armed, waits until
+// released: a measurement held in the middle, as a loaded machine holds
+// one.
+type pausedFS struct {
+	armed   chan struct{} // a token: the next Usage pauses
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (f *pausedFS) Usage() (storage.Usage, error) {
+	select {
+	case <-f.armed:
+		f.entered <- struct{}{}
+		<-f.release
+	default:
+	}
+	return storage.Usage{}, nil
+}
+
+func (f *pausedFS) HostDir() string { return "" }
+
+// A run's output folder handed over (to be copied back) while a
+// measurement that began before, and so counted it, is under way: the
+// copy-back does not judge by that figure. (Under load the old account
+// recorded it after the hand-over and trusted it: a run that left more
+// than the quota in its folder had even its small files refused, "the
+// first call listed no saved file" of TestOutputsCopyBackStaysWithinTheQuota.)
+func TestAccountHandOverDuringAMeasurement(t *testing.T) {
+	storageDir, runs := t.TempDir(), t.TempDir()
+	o := &Outputs{Dir: filepath.Join(runs, "run1")}
+	if err := os.Mkdir(o.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, filepath.Join(o.Dir, "big"), 12<<20) // over the 10 MiB quota
+	fs := &pausedFS{armed: make(chan struct{}, 1), entered: make(chan struct{}), release: make(chan struct{})}
+	a := newAccount(Limits{WorkspaceBytes: 10 << 20, WorkspaceFiles: 100, DiskReserve: -1}.WithDefaults(), slog.New(slog.DiscardHandler), fs, storageDir)
+	t.Cleanup(a.close)
+	defer a.cover(runs)() // walked beside the filesystem: a folder outside it
+	fs.armed <- struct{}{}
+	measured := make(chan error, 1)
+	go func() { measured <- a.measure() }()
+	<-fs.entered // the measurement is under way; it has not looked at the runs yet
+	a.handOver(o)
+	defer o.Remove()
+	close(fs.release)
+	if err := <-measured; err != nil {
+		t.Fatal(err)
+	}
+	// What Charge.Take does for the copy-back's first file.
+	if err := a.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reserve(storage.Usage{Bytes: 1 << 10, Files: 1}); err != nil {
+		t.Errorf("a 1 KiB copy into an empty workspace, its run's folder handed over: %v (the account holds %+v)", err, a.Usage())
+	}
+}

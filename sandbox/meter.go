@@ -46,10 +46,17 @@ func (a *Account) watch(over func(error)) (stop func()) {
 // there (and, depending on mount propagation, may show there on the host
 // too).
 func (a *Account) skipMount(mountpoint string) (done func()) {
-	mountpoint = filepath.Clean(mountpoint)
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.skipLocked(mountpoint)
+}
+
+// skipLocked is skipMount, called with mu held. A measurement under way
+// may have counted the folder: it walks again (see measure).
+func (a *Account) skipLocked(mountpoint string) (done func()) {
+	mountpoint = filepath.Clean(mountpoint)
 	a.skip[mountpoint]++
-	a.mu.Unlock()
+	a.skips++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -141,9 +148,9 @@ func (a *Account) handOver(o *Outputs) {
 		return
 	}
 	u, err := measure([]string{o.Dir}, stop, nil)
-	o.handedOver = a.skipMount(o.Dir)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	o.handedOver = a.skipLocked(o.Dir) // with what comes off, at once
 	if err != nil || u.Over(stop) {
 		a.force = true
 		return
@@ -167,35 +174,44 @@ func (a *Account) refresh() error {
 // measure walks the account's folders once, records what they hold and
 // stops every watched program when the owner is over its limit. Its error
 // is a measurement that failed for another reason than a folder the server
-// cannot read (which counts as over).
+// cannot read (which counts as over). A folder left out while it walked
+// (a run's output folder handed over, to be copied back) may have been
+// counted: it walks again, up to twice, rather than record that (the
+// copy-back would judge by it, and refuse even a small file).
 func (a *Account) measure() error {
 	a.walking.Lock()
 	defer a.walking.Unlock()
-	a.mu.Lock()
-	dirs, skip, gen, idle, full := a.dirsLocked(), maps.Clone(a.skip), a.changed, len(a.watchers) == 0, !a.known
-	stop := a.limit
-	if full {
-		stop = storage.Usage{Files: maxMeasured}
+	for again := 0; ; again++ {
+		a.mu.Lock()
+		dirs, skip, skips, gen, idle, full := a.dirsLocked(), maps.Clone(a.skip), a.skips, a.changed, len(a.watchers) == 0, !a.known
+		stop := a.limit
+		if full {
+			stop = storage.Usage{Files: maxMeasured}
+		}
+		a.mu.Unlock()
+		start := time.Now()
+		u, err := a.measureDirs(dirs, stop, skip)
+		took := time.Since(start)
+		if err != nil && !errors.Is(err, storage.ErrUnreadable) {
+			a.log.Warn("storage not measured", "err", err)
+			return fmt.Errorf("measure the workspace: %w", err)
+		}
+		a.mu.Lock()
+		if a.skips != skips && again < 2 {
+			a.mu.Unlock()
+			continue
+		}
+		a.record(u, err, full, took)
+		if idle {
+			a.clean = gen
+		}
+		over := a.overLocked(u)
+		a.mu.Unlock()
+		if over != nil {
+			a.stopAll(over)
+		}
+		return nil
 	}
-	a.mu.Unlock()
-	start := time.Now()
-	u, err := a.measureDirs(dirs, stop, skip)
-	took := time.Since(start)
-	if err != nil && !errors.Is(err, storage.ErrUnreadable) {
-		a.log.Warn("storage not measured", "err", err)
-		return fmt.Errorf("measure the workspace: %w", err)
-	}
-	a.mu.Lock()
-	a.record(u, err, full, took)
-	if idle {
-		a.clean = gen
-	}
-	over := a.overLocked(u)
-	a.mu.Unlock()
-	if over != nil {
-		a.stopAll(over)
-	}
-	return nil
 }
 
 // measureDirs measures dirs: on the owner's filesystem, when it has one,
