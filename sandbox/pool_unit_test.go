@@ -107,6 +107,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 var stubProgram = Program{Image: "img", Workspace: "/ws"}
 
+// settled waits until nothing the pool started is under way: its fills,
+// the fills and removals those start, and so on (they all run in pl.wg).
+// Nothing the test does meanwhile may start more.
+func settled(pl *pool) { pl.wg.Wait() }
+
 // fillsNow is how many starts the pool has under way.
 func fillsNow(pl *pool) int {
 	pl.mu.Lock()
@@ -129,7 +134,7 @@ func TestPoolUnitRefillAfterRun(t *testing.T) {
 	pl.done(stubProgram)
 	// One run in the window: the target is the floor, 2.
 	eventually(t, "two ready containers", func() bool { return pl.ready() == 2 })
-	time.Sleep(50 * time.Millisecond)
+	settled(pl)
 	if made, _ := st.counts(); made != 2 {
 		t.Errorf("%d containers started for a target of 2", made)
 	}
@@ -163,7 +168,11 @@ func TestPoolUnitTakeJoinsAFill(t *testing.T) {
 	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
 	got := make(chan *warm, 1)
 	go func() { got <- pl.take(context.Background(), stubProgram) }()
-	time.Sleep(50 * time.Millisecond)
+	eventually(t, "the run waits for the fill", func() bool {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		return pl.waiting[poolKey(stubProgram)] == 1
+	})
 	st.gate <- struct{}{} // the fill ends
 	select {
 	case w := <-got:
@@ -226,7 +235,7 @@ func TestPoolUnitCloseDuringFills(t *testing.T) {
 		t.Errorf("%d ready after close", pl.ready())
 	}
 	pl.done(stubProgram)
-	time.Sleep(50 * time.Millisecond)
+	settled(pl)
 	if made, _ := st.counts(); made != 2 {
 		t.Errorf("a run ending after close started %d more containers", made-2)
 	}
@@ -242,8 +251,8 @@ func TestPoolUnitFailedStartStopsTheChain(t *testing.T) {
 	pl.take(context.Background(), stubProgram)
 	pl.done(stubProgram)
 	eventually(t, "the fills ended", func() bool { return fillsNow(pl) == 0 })
-	st.fail.Store(false)
-	time.Sleep(50 * time.Millisecond)
+	st.fail.Store(false) // a retry now would succeed
+	settled(pl)
 	if pl.ready() != 0 {
 		t.Fatalf("%d ready although every start failed", pl.ready())
 	}

@@ -42,18 +42,20 @@ func peakRSS(t *testing.T, pid int) int {
 // left 60 MiB of refused code on disk).
 func TestManyLargeCallsAreRefusedCheaply(t *testing.T) {
 	s := startServer(t, "PYBOX_MAX_CONCURRENT=1", "PYBOX_QUEUE_WAIT=60s")
-	// Hold the one slot while the flood arrives.
+	// Hold the one slot while the flood arrives, until one of it is refused.
 	hold := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, _ := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": "import time; time.sleep(4)"}))
+		res, _ := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150}))
 		hold <- res
 	}()
-	time.Sleep(500 * time.Millisecond)
+	waitFile(t, filepath.Join(s.storage, "holding"))
 	big := "print('ran')\n#" + strings.Repeat("x", 1<<20-20)
 	const n = 60
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ran, busy := 0, 0
+	refused := make(chan struct{})
+	var refusedOnce sync.Once
 	for range n {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -66,6 +68,7 @@ func TestManyLargeCallsAreRefusedCheaply(t *testing.T) {
 				t.Errorf("call: %v", err)
 			case res.IsError && strings.Contains(text(res), "busy"):
 				busy++
+				refusedOnce.Do(func() { close(refused) })
 			case !res.IsError && strings.Contains(text(res), "ran"):
 				ran++
 			default:
@@ -73,6 +76,12 @@ func TestManyLargeCallsAreRefusedCheaply(t *testing.T) {
 			}
 		})
 	}
+	select {
+	case <-refused:
+	case <-time.After(3 * time.Minute):
+		t.Error("no call of the flood was refused while the slot was held")
+	}
+	release(t, s.storage) // the calls waiting for the slot run
 	wg.Wait()
 	<-hold
 	rss := peakRSS(t, s.cmd.Process.Pid)

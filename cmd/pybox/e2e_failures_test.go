@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -17,27 +16,23 @@ import (
 // TestBusy: past the concurrency limit and the queue wait, a call gets a
 // clear "busy" tool error; the running call is unaffected.
 func TestBusy(t *testing.T) {
+	parallelTest(t)
 	s := startServer(t, "PYBOX_MAX_CONCURRENT=1", "PYBOX_QUEUE_WAIT=1s")
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, err := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": "import time\ntime.sleep(4)\nprint('slow done')"}))
+		res, err := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150}))
 		if err != nil {
 			res = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 		}
 		done <- res
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(s.containers()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first call's container never appeared")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFile(t, filepath.Join(s.storage, "holding")) // the first call's program runs: it holds the one slot
 	res := s.call("execute_code", map[string]any{"code": "print('second')"})
+	release(t, s.storage)
 	if !res.IsError || !strings.Contains(text(res), "busy") {
 		t.Errorf("second call: isError=%v %q; want a busy tool error", res.IsError, text(res))
 	}
-	if first := <-done; !strings.Contains(text(first), "slow done") {
+	if first := <-done; !strings.Contains(text(first), "held") {
 		t.Errorf("first call: %s", text(first))
 	}
 }

@@ -43,7 +43,11 @@ func TestDaemonRestartWhileRunning(t *testing.T) {
 	}()
 	waitFile(t, filepath.Join(s.storage, "started"))
 	px.Stop()
-	time.Sleep(2 * time.Second)
+	// Away until the server has met it: the run's container could not be
+	// removed (it still runs on the real daemon).
+	if log, ok := s.stderr.Await("container not removed"); !ok {
+		t.Fatalf("the server did not try to remove the interrupted run's container while the daemon was away:\n%s", log)
+	}
 	px.Start()
 	select {
 	case res := <-got:

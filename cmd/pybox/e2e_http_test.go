@@ -306,8 +306,10 @@ func TestHTTPTenantsIsolated(t *testing.T) {
 // programs at once, a tenant gets a clear error; another tenant does not
 // feel it.
 func TestHTTPQuotas(t *testing.T) {
+	parallelTest(t)
 	h := startHTTP(t, false, "PYBOX_TENANT_CALLS_PER_MINUTE=5", "PYBOX_MAX_SESSIONS=1", "PYBOX_MAX_CONCURRENT=1", "PYBOX_QUEUE_WAIT=1s", "PYBOX_WORKSPACE_QUOTA=2m")
 	a, b := h.connect(tokenA), h.connect(tokenB)
+	first := time.Now() // a's calls per minute count from here
 	// Storage: 2 MiB per workspace.
 	if res, out := callOK(t, a, "write_file", map[string]any{"path": "big.txt", "content": strings.Repeat("x", 3<<20)}); !res.IsError || !strings.Contains(out, "quota") {
 		t.Errorf("3 MiB into a tenant's 2 MiB workspace: %.300s", out)
@@ -319,23 +321,64 @@ func TestHTTPQuotas(t *testing.T) {
 	if res, out := callOK(t, a, "execute_code", map[string]any{"code": "v = 2", "session_id": "two"}); !res.IsError || !strings.Contains(out, "session") {
 		t.Errorf("a second session past the limit of 1: %s", out)
 	}
-	// Programs at once: one; the second waits 1 s, then is refused.
-	var wg sync.WaitGroup
-	wg.Go(func() { callOK(t, a, "execute_code", map[string]any{"code": "import time; time.sleep(4)"}) })
-	time.Sleep(1500 * time.Millisecond)
+	// Programs at once: one. While the first holds the slot (until the test
+	// lets it go), the second waits 1 s, then is refused.
+	held := make(chan string, 1)
+	go func() {
+		_, out := callOK(t, a, "execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150})
+		held <- out
+	}()
+	ws := filepath.Join(h.storage, "tenants", "a")
+	waitFile(t, filepath.Join(ws, "holding"))
 	res, out := callOK(t, a, "execute_code", map[string]any{"code": "print(1)"})
-	wg.Wait()
+	release(t, ws)
 	if !res.IsError || !strings.Contains(out, "busy") {
 		t.Errorf("a program past the tenant's programs at once: %s", out)
 	}
-	// Calls per minute: 5, and a has made 5.
-	res, out = callOK(t, a, "execute_code", map[string]any{"code": "print(1)"})
-	if !res.IsError || !strings.Contains(out, "5 tool calls per minute") {
-		t.Errorf("a call past 5 per minute: %s", out)
+	if out := <-held; !strings.Contains(out, "held") {
+		t.Errorf("the program holding the slot: %s", out)
+	}
+	// Calls per minute: 5, refilled continuously (one per 12 s). a has made
+	// 5; calls in quick succession are refused once the refill since its
+	// first is spent, and never later: within 6, whatever the load.
+	refused := 0
+	for n := 1; n <= 6 && refused == 0; n++ {
+		res, out := callOK(t, a, "list_files", map[string]any{})
+		switch {
+		case res.IsError && strings.Contains(out, "5 tool calls per minute"):
+			refused = n
+		case res.IsError:
+			t.Fatalf("list_files: %s", out)
+		}
+	}
+	elapsed := time.Since(first)
+	made, allowed := 5+refused-1, 5+int(elapsed.Seconds()*5/60)
+	if refused == 0 || made > allowed {
+		t.Errorf("calls per minute: %d calls went through in %v (refused at burst call %d); want at most %d (5 and the refill)", made, elapsed.Round(time.Millisecond), refused, allowed)
 	}
 	// b is not affected.
 	if res, out := callOK(t, b, "execute_code", map[string]any{"code": "print('b ok')"}); res.IsError || !strings.Contains(out, "b ok") {
 		t.Errorf("tenant b while a is over its quotas: %s", out)
+	}
+}
+
+// holdUntilReleased marks that it runs (the file "holding" in its
+// workspace), then holds its place until the test writes "release" there
+// (see release), up to two minutes, and prints "held".
+const holdUntilReleased = `import os, time
+open("holding", "w").close()
+for _ in range(2400):
+    if os.path.exists("release"):
+        break
+    time.sleep(0.05)
+print("held")
+`
+
+// release lets a holdUntilReleased program in workspace dir end.
+func release(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -450,17 +493,23 @@ func TestHTTPServing(t *testing.T) {
 	if code, _ := h.rawPost(tokenA, "", "", initializeBody); code != http.StatusOK {
 		t.Errorf("a tokens file with a broken line on SIGHUP locked tenant a out: %d", code)
 	}
-	// SIGTERM with a call in flight: it finishes, then the server exits.
+	// SIGTERM with a call in flight: it finishes (its program ends after
+	// the signal, when the test lets it), then the server exits.
 	got := make(chan string, 1)
 	go func() {
-		_, out := callOK(t, a, "execute_code", map[string]any{"code": "import time; time.sleep(2); print('finished')"})
+		_, out := callOK(t, a, "execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150})
 		got <- out
 	}()
-	time.Sleep(800 * time.Millisecond)
+	ws := filepath.Join(h.storage, "tenants", "a")
+	waitFile(t, filepath.Join(ws, "holding"))
 	h.cmd.Process.Signal(syscall.SIGTERM)
+	if _, ok := h.stderr.Await("stopping: waiting for calls in flight"); !ok {
+		t.Errorf("the server did not say it waits for the call in flight after SIGTERM")
+	}
+	release(t, ws)
 	select {
 	case out := <-got:
-		if !strings.Contains(out, "finished") {
+		if !strings.Contains(out, "held") {
 			t.Errorf("the call in flight at SIGTERM: %s", out)
 		}
 	case <-time.After(30 * time.Second):
