@@ -5,14 +5,10 @@ package sandbox_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pybox-dev/pybox/internal/egress"
 	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/sandbox"
 )
@@ -46,31 +41,16 @@ func TestEgressChannel(t *testing.T) {
 			fmt.Fprintf(w, "hello %s", r.Host)
 		}
 	}
-	plain := httptest.NewServer(http.HandlerFunc(up))
-	defer plain.Close()
-	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(up))
-	defer tlsSrv.Close()
 	ws := workspace(t, egressProgram)
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})
-	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), ca, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg, hp, tp := allowlistRig(t, ws, up)
 	volume := fmt.Sprintf(`import hashlib, urllib.request
 d = urllib.request.urlopen("http://api.test:%[1]s/big", timeout=60).read()
 u = urllib.request.urlopen(urllib.request.Request("http://api.test:%[1]s/sum", data=d[:6 << 20]), timeout=60).read().decode()
 print(len(d), hashlib.sha256(d).hexdigest(), u == hashlib.sha256(d[:6 << 20]).hexdigest())
-`, port(t, plain.URL))
+`, hp)
 	if err := os.WriteFile(filepath.Join(ws, "volume.py"), []byte(volume), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hp, tp := port(t, plain.URL), port(t, tlsSrv.URL)
-	allow, err := egress.ParseAllowlist([]string{"api.test:" + hp, "example.com:" + tp, "loop.test:" + hp, "meta.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		Resolver: testResolver(t, map[string]string{"api.test": "127.0.0.1", "example.com": "127.0.0.1",
-			"other.test": "127.0.0.1", "loop.test": "127.0.0.2", "meta.test": "169.254.169.254"})}
 	sum := sha256.Sum256(channelPayload())
 	for _, rt := range testenv.Runtimes(t, eng) {
 		t.Run(orRunc(rt), func(t *testing.T) {
@@ -79,28 +59,7 @@ print(len(d), hashlib.sha256(d).hexdigest(), u == hashlib.sha256(d[:6 << 20]).he
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got map[string]any
-			if err := json.Unmarshal([]byte(res.Stdout), &got); err != nil {
-				t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
-			}
-			for _, c := range []struct{ key, want string }{
-				{"http", "hello api.test:" + hp}, {"https", "hello example.com:" + tp},
-				{"not_listed", "ERR"}, {"loopback_name", "ERR"}, {"metadata_name", "ERR"}, {"metadata_ip", "ERR"},
-				{"raw_socket", "ERR"}, {"raw_metadata", "ERR"}, {"dns", "ERR"},
-			} {
-				if s, _ := got[c.key].(string); !strings.HasPrefix(s, c.want) {
-					t.Errorf("%s: got %q, want %q...", c.key, s, c.want)
-				}
-			}
-			if ifs := fmt.Sprint(got["interfaces"]); ifs != "[lo]" {
-				t.Errorf("interfaces in the container: %s, want only lo", ifs)
-			}
-			for _, want := range []string{"allowed api.test:" + hp + " (1 connection,", "allowed example.com:" + tp,
-				"refused other.test:" + hp + " (not on the allowlist)", "refused loop.test:" + hp, "refused 169.254.169.254:80"} {
-				if !strings.Contains(res.Network, want) {
-					t.Errorf("network line %q lacks %q", res.Network, want)
-				}
-			}
+			checkAllowlist(t, res, hp, tp)
 			res, err = sb.Run(t.Context(), sandbox.Program{Workspace: ws, File: "volume.py", Timeout: 5 * time.Minute})
 			if want := fmt.Sprintf("%d %x True\n", len(channelPayload()), sum); err != nil || res.Stdout != want {
 				t.Errorf("download and upload over the channel: %v, exit %d (timed out %v), stdout %q (want %q), stderr %q", err, res.ExitCode, res.TimedOut, res.Stdout, want, res.Stderr)
@@ -189,15 +148,11 @@ func TestEgressChannelFlood(t *testing.T) {
 		}
 	}()
 	sp := port(t, "http://"+sink.Addr().String())
-	allow, err := egress.ParseAllowlist([]string{"sink.test:" + sp})
-	if err != nil {
-		t.Fatal(err)
-	}
 	small := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error { // the proxy's side of the sink: small kernel buffers
 		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 16<<10) })
 	}}
-	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		Resolver: testResolver(t, map[string]string{"sink.test": "127.0.0.1"}), Dial: small.DialContext}
+	cfg := testEgress(t, []string{"sink.test:" + sp}, map[string]string{"sink.test": "127.0.0.1"})
+	cfg.Dial = small.DialContext
 	sb, _ := newSandbox(t, sandbox.Config{Egress: cfg, EgressChannel: true, WarmPool: -1})
 	ws := workspace(t, channelFlood)
 	base := liveHeap()

@@ -58,24 +58,8 @@ print(json.dumps({
 // everything else is refused, and the container has only loopback.
 func TestEgressAllowlist(t *testing.T) {
 	eng := testenv.Docker(t)
-	up := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) }
-	plain := httptest.NewServer(http.HandlerFunc(up))
-	defer plain.Close()
-	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(up))
-	defer tlsSrv.Close()
 	ws := workspace(t, egressProgram)
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})
-	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), ca, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	hp, tp := port(t, plain.URL), port(t, tlsSrv.URL)
-	allow, err := egress.ParseAllowlist([]string{"api.test:" + hp, "example.com:" + tp, "loop.test:" + hp, "meta.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		Resolver: testResolver(t, map[string]string{"api.test": "127.0.0.1", "example.com": "127.0.0.1",
-			"other.test": "127.0.0.1", "loop.test": "127.0.0.2", "meta.test": "169.254.169.254"})}
+	cfg, hp, tp := allowlistRig(t, ws, func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) })
 	for _, rt := range testenv.Runtimes(t, eng) {
 		t.Run(orRunc(rt), func(t *testing.T) {
 			sb, _ := newSandbox(t, sandbox.Config{Runtime: rt, Egress: cfg})
@@ -92,32 +76,7 @@ func TestEgressAllowlist(t *testing.T) {
 			if !res.Warm {
 				t.Errorf("the second run with an allowlist did not use the warm pool")
 			}
-			var got map[string]any
-			if err := json.Unmarshal([]byte(res.Stdout), &got); err != nil {
-				t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
-			}
-			t.Logf("program saw %v\nnetwork: %s", got, res.Network)
-			checks := []struct {
-				key, want string
-			}{
-				{"http", "hello api.test:" + hp}, {"https", "hello example.com:" + tp},
-				{"not_listed", "ERR"}, {"loopback_name", "ERR"}, {"metadata_name", "ERR"}, {"metadata_ip", "ERR"},
-				{"raw_socket", "ERR"}, {"raw_metadata", "ERR"}, {"dns", "ERR"},
-			}
-			for _, c := range checks {
-				if s, _ := got[c.key].(string); !strings.HasPrefix(s, c.want) {
-					t.Errorf("%s: got %q, want %q...", c.key, s, c.want)
-				}
-			}
-			if ifs := fmt.Sprint(got["interfaces"]); ifs != "[lo]" {
-				t.Errorf("interfaces in the container: %s, want only lo", ifs)
-			}
-			for _, want := range []string{"allowed api.test:" + hp + " (1 connection,", "allowed example.com:" + tp,
-				"refused other.test:" + hp + " (not on the allowlist)", "refused loop.test:" + hp, "refused meta.test:80", "refused 169.254.169.254:80"} {
-				if !strings.Contains(res.Network, want) {
-					t.Errorf("network line %q lacks %q", res.Network, want)
-				}
-			}
+			checkAllowlist(t, res, hp, tp, "refused meta.test:80")
 		})
 	}
 }
@@ -134,6 +93,68 @@ func TestNoEgressWithoutAllowlist(t *testing.T) {
 	if got, want := strings.TrimSpace(res.Stdout), "[] False ['lo']"; got != want || res.Network != "" {
 		t.Errorf("got %q (network %q), want %q and no network line", got, res.Network, want)
 	}
+}
+
+// allowlistRig serves up over HTTP and HTTPS on 127.0.0.1, puts the TLS
+// server's certificate in ws (ca.pem, for egressProgram) and returns the
+// egress of egressProgram's checks, with the two servers' ports:
+// api.test (HTTP) and example.com (HTTPS) allowed, other.test not listed,
+// loop.test listed but another loopback address, meta.test listed but the
+// metadata address.
+func allowlistRig(t *testing.T, ws string, up http.HandlerFunc) (cfg *egress.Config, hp, tp string) {
+	t.Helper()
+	plain := httptest.NewServer(up)
+	t.Cleanup(plain.Close)
+	tlsSrv := httptest.NewTLSServer(up)
+	t.Cleanup(tlsSrv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})
+	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hp, tp = port(t, plain.URL), port(t, tlsSrv.URL)
+	return testEgress(t, []string{"api.test:" + hp, "example.com:" + tp, "loop.test:" + hp, "meta.test"},
+		map[string]string{"api.test": "127.0.0.1", "example.com": "127.0.0.1", "other.test": "127.0.0.1", "loop.test": "127.0.0.2", "meta.test": "169.254.169.254"}), hp, tp
+}
+
+// checkAllowlist checks what egressProgram saw in res against
+// allowlistRig's egress: the allowed names answered, every other way out
+// failed, and the network line says so, with more lines of it in want.
+func checkAllowlist(t *testing.T, res sandbox.Result, hp, tp string, want ...string) {
+	t.Helper()
+	var got map[string]any
+	if err := json.Unmarshal([]byte(res.Stdout), &got); err != nil {
+		t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	t.Logf("program saw %v\nnetwork: %s", got, res.Network)
+	for _, c := range []struct{ key, want string }{
+		{"http", "hello api.test:" + hp}, {"https", "hello example.com:" + tp},
+		{"not_listed", "ERR"}, {"loopback_name", "ERR"}, {"metadata_name", "ERR"}, {"metadata_ip", "ERR"},
+		{"raw_socket", "ERR"}, {"raw_metadata", "ERR"}, {"dns", "ERR"},
+	} {
+		if s, _ := got[c.key].(string); !strings.HasPrefix(s, c.want) {
+			t.Errorf("%s: got %q, want %q...", c.key, s, c.want)
+		}
+	}
+	if ifs := fmt.Sprint(got["interfaces"]); ifs != "[lo]" {
+		t.Errorf("interfaces in the container: %s, want only lo", ifs)
+	}
+	for _, w := range append([]string{"allowed api.test:" + hp + " (1 connection,", "allowed example.com:" + tp,
+		"refused other.test:" + hp + " (not on the allowlist)", "refused loop.test:" + hp, "refused 169.254.169.254:80"}, want...) {
+		if !strings.Contains(res.Network, w) {
+			t.Errorf("network line %q lacks %q", res.Network, w)
+		}
+	}
+}
+
+// testEgress is the egress that allows entries, reaches only 127.0.0.1,
+// and resolves names from the table names (name -> address).
+func testEgress(t *testing.T, entries []string, names map[string]string) *egress.Config {
+	t.Helper()
+	allow, err := egress.ParseAllowlist(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Resolver: testResolver(t, names)}
 }
 
 func testResolver(t *testing.T, names map[string]string) egress.Resolver {
@@ -168,12 +189,7 @@ func TestEgressSession(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) }))
 	defer up.Close()
 	hp := port(t, up.URL)
-	allow, err := egress.ParseAllowlist([]string{"api.test:" + hp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		Resolver: testResolver(t, map[string]string{"api.test": "127.0.0.1"})}
+	cfg := testEgress(t, []string{"api.test:" + hp}, map[string]string{"api.test": "127.0.0.1"})
 	sb, _ := newSandbox(t, sandbox.Config{Egress: cfg})
 	ws := workspace(t, "")
 	get := fmt.Sprintf(`import urllib.request; print(urllib.request.urlopen("http://api.test:%s/", timeout=20).read().decode())`, hp)
@@ -203,12 +219,7 @@ func TestEgressPip(t *testing.T) {
 	idx := httptest.NewServer(mux)
 	defer idx.Close()
 	ip := port(t, idx.URL)
-	allow, err := egress.ParseAllowlist([]string{"index.test:" + ip})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &egress.Config{Allow: allow, AllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		Resolver: testResolver(t, map[string]string{"index.test": "127.0.0.1"})}
+	cfg := testEgress(t, []string{"index.test:" + ip}, map[string]string{"index.test": "127.0.0.1"})
 	sb, _ := newSandbox(t, sandbox.Config{WarmPool: -1, Egress: cfg})
 	ws := workspace(t, fmt.Sprintf(`import subprocess, sys
 py = next(p for p in (sys.executable, "/usr/bin/python3") if subprocess.call([p, "-m", "pip", "--version"], stdout=subprocess.DEVNULL) == 0)
