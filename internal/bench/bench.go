@@ -16,7 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pybox-dev/pybox/images"
 	"github.com/pybox-dev/pybox/internal/app"
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
 )
 
@@ -90,7 +92,7 @@ func Run(ctx context.Context, a *app.App, o Options, stdout, stderr io.Writer) e
 	if o.Eval {
 		return benchEval(ctx, a.Image, o.RunForward, o.EvalForward, o.EvalTrivial, o.EvalWork, o.N, o.JSON, stdout, stderr)
 	}
-	b := &bench{n: o.N, image: a.Image, stderr: stderr, eng: a.Engine, version: o.Version}
+	b := &bench{n: o.N, image: a.Image, stderr: stderr, eng: a.Engine, version: o.Version, pkgs: packagePrefix()}
 	if o.Egress {
 		rows, err := b.egressRows(ctx, o.Forward)
 		if err != nil {
@@ -106,36 +108,31 @@ func Run(ctx context.Context, a *app.App, o Options, stdout, stderr io.Writer) e
 	if v, err := a.Engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && a.Config.Runtime == "" {
 		b.runtimes = []string{"runc", "runsc"} // the latency rows again under gVisor, beside runc
 	}
-	before, err := a.Engine.ListImages(ctx, "pybox.managed", "image")
-	if err != nil {
-		return err
-	}
 	rep, err := b.run(ctx, o.Forward)
-	removeNewLayers(context.WithoutCancel(ctx), a, before, stderr)
+	b.removeLayers(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}
 	return writeReport(rep, o.JSON, stdout)
 }
 
-// removeNewLayers removes the package layers the bench's installs made. A
-// layer with children cannot go before them, so it makes a few passes.
-func removeNewLayers(ctx context.Context, a *app.App, before []engine.Image, stderr io.Writer) {
-	old := map[string]bool{}
-	for _, img := range before {
-		old[img.ID] = true
-	}
+// removeLayers removes the package layers the bench's installs made: those
+// whose lineage installed one of its packages (named with its own prefix),
+// and no other, such as a layer another pybox server on the daemon made
+// meanwhile. A layer with children cannot go before them, so it makes a
+// few passes.
+func (b *bench) removeLayers(ctx context.Context) {
 	var lastErr error
 	for range 8 {
-		after, err := a.Engine.ListImages(ctx, "pybox.managed", "image")
+		list, err := b.eng.ListImages(ctx, contract.LabelManaged, "image")
 		if err != nil {
 			lastErr = err
 			break
 		}
 		left := 0
-		for _, img := range after {
-			if !old[img.ID] {
-				if lastErr = a.Engine.RemoveImage(ctx, img.ID); lastErr != nil {
+		for _, img := range list {
+			if b.made(img) {
+				if lastErr = b.eng.RemoveImage(ctx, img.ID); lastErr != nil {
 					left++
 				}
 			}
@@ -144,7 +141,16 @@ func removeNewLayers(ctx context.Context, a *app.App, before []engine.Image, std
 			return
 		}
 	}
-	fmt.Fprintln(stderr, "bench: package layers left behind:", lastErr)
+	fmt.Fprintln(b.stderr, "bench: package layers left behind:", lastErr)
+}
+
+// made says whether img is a package layer of the bench's installs.
+func (b *bench) made(img engine.Image) bool {
+	var reqs []string
+	if json.Unmarshal([]byte(img.Labels[images.LabelRequirements]), &reqs) != nil {
+		return false
+	}
+	return slices.ContainsFunc(reqs, func(r string) bool { return strings.HasPrefix(r, b.pkgs+"x") })
 }
 
 type bench struct {
@@ -155,10 +161,11 @@ type bench struct {
 	runtimes  []string // measured side by side by runtimeRows; nil = none
 	eng       *engine.Client
 	version   string // pybox's, its MCP clients say
+	pkgs      string // the prefix of its packages' names (packagePrefix)
 }
 
 func (b *bench) run(ctx context.Context, serveArgs []string) (Report, error) {
-	wh, err := benchWheelhouse()
+	wh, err := b.wheelhouse()
 	if err != nil {
 		return Report{}, err
 	}

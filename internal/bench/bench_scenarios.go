@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -38,7 +39,7 @@ func (b *bench) scenarios(ctx context.Context, cs *mcp.ClientSession) []scenario
 	}
 	print1 := map[string]any{"code": "print(1)"}
 	install := func(i int) error {
-		return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{benchPackage(i)}}, "Installed")
+		return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{b.benchPackage(i)}}, "Installed")
 	}
 	return []scenario{
 		{name: "execute_code print(1), calls 0.5 s apart", note: "warm pool: a ready container each time", pause: 500 * time.Millisecond,
@@ -49,10 +50,10 @@ func (b *bench) scenarios(ctx context.Context, cs *mcp.ClientSession) []scenario
 			call: func(i int) error { return install(i - 1) }},
 		{name: "install_dependencies, cache hit", note: "target < 100 ms",
 			call: func(int) error {
-				return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{benchPackage(0)}}, "cached")
+				return callExpect(ctx, cs, "install_dependencies", map[string]any{"packages": []string{b.benchPackage(0)}}, "cached")
 			}},
 		{name: "execute_code after the installs (import one)", note: "same as before the installs",
-			call: exec(map[string]any{"code": "import " + benchPackage(0) + "\nprint(1)"}, "1\n")},
+			call: exec(map[string]any{"code": "import " + b.benchPackage(0) + "\nprint(1)"}, "1\n")},
 		{name: "execute_code in a live session print(1)", note: "target p50 <= 5 ms; measured once the pool's refills are done",
 			setup: settle, call: exec(map[string]any{"code": "print(1)", "session_id": "bench"}, "1\n")},
 		{name: "execute_code returning one figure", note: "needs the datascience variant", setup: b.figureSetup(ctx, cs),
@@ -68,11 +69,16 @@ func settle() error {
 	return nil
 }
 
-// benchPackage names the i-th generated package.
-func benchPackage(i int) string { return fmt.Sprintf("pyboxbench%d", i) }
+// benchPackage names the i-th generated package: the bench's prefix
+// (packagePrefix), so that its layers are known as its own.
+func (b *bench) benchPackage(i int) string { return fmt.Sprintf("%sx%d", b.pkgs, i) }
+
+// packagePrefix starts the names of one bench's packages: pyboxbench and
+// random digits, which no other bench or installer uses.
+func packagePrefix() string { return fmt.Sprintf("pyboxbench%09d", rand.IntN(1e9)) }
 
 // benchWheelhouse writes the benchmark's packages into a fresh directory.
-func benchWheelhouse() (string, error) {
+func (b *bench) wheelhouse() (string, error) {
 	dir, err := os.MkdirTemp("", "pybox-bench-wheels-")
 	if err != nil {
 		return "", err
@@ -80,7 +86,7 @@ func benchWheelhouse() (string, error) {
 	os.Chmod(dir, 0o755) // the install container reads it as root; best effort
 	nonce := fmt.Sprint(os.Getpid())
 	for i := range benchPackages {
-		if _, err := wheel.Write(dir, wheel.Wheel{Name: benchPackage(i), Version: "1.0." + nonce, Code: "X = 1\n"}); err != nil {
+		if _, err := wheel.Write(dir, wheel.Wheel{Name: b.benchPackage(i), Version: "1.0." + nonce, Code: "X = 1\n"}); err != nil {
 			os.RemoveAll(dir)
 			return "", err
 		}
