@@ -138,8 +138,12 @@ func (n *Node) startKubernetes(bin string) error {
 		fmt.Sprintf("--secure-port=%d", ports[0]), "--leader-elect=false"); err != nil {
 		return err
 	}
-	return n.start(filepath.Join(bin, "kubelet"), "kubelet.log", "--config="+n.path("kubelet/config.yaml"), "--kubeconfig="+kubeconfig,
-		"--root-dir="+n.path("kubelet/root"), "--cert-dir="+n.path("kubelet/pki"), "--hostname-override="+NodeName)
+	args := []string{"--config=" + n.path("kubelet/config.yaml"), "--kubeconfig=" + kubeconfig,
+		"--root-dir=" + n.path("kubelet/root"), "--cert-dir=" + n.path("kubelet/pki"), "--hostname-override=" + NodeName}
+	if v := os.Getenv("PYBOX_K8S_KUBELET_V"); v != "" {
+		args = append(args, "-v="+v) // 3 logs the steps KubeletSteps reads
+	}
+	return n.start(filepath.Join(bin, "kubelet"), "kubelet.log", args...)
 }
 
 func (n *Node) start(bin, logName string, args ...string) error {
