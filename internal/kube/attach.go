@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -43,7 +45,11 @@ type Attached struct {
 	runs      chan struct{} // closed once its status says the container runs
 	runsOnce  sync.Once
 	connected chan struct{}         // closed once the attach stream is open
+	started   chan struct{}         // closed once the kubelet's event says it started the container
+	noEvents  chan struct{}         // closed when the kubelet's events cannot be followed
 	lastErr   atomic.Pointer[error] // the last refused attach, for errors
+	attempts  atomic.Int32          // attach requests made
+	lastTry   atomic.Int64          // when the last began (unix nanoseconds)
 }
 
 func (a *Attached) ContainerID() string         { return a.name }
@@ -72,14 +78,17 @@ func orDiscard(w io.Writer) io.Writer {
 // attach opens the attach stream as soon as it can, and copies it until
 // it ends. It does not wait for the pod's status to say its container
 // runs (the kubelet reports that at its next relist, up to a second
-// later): once the pod is bound to a node it attaches over SPDY, and
-// tries again while the kubelet refuses because the container does not
-// run yet (notRunningYet). A refused SPDY upgrade has read nothing of
-// stdin; over a websocket the API server accepts the stream before the
-// kubelet answers, so a refusal there could have swallowed stdin. Where
-// SPDY is not available (a proxy that only passes websockets), it waits
-// for the status to say the container runs and attaches once, websocket
-// first. connected is closed once a stream is open.
+// later): it attaches over SPDY once the kubelet's event says it started
+// the container, and tries again while the kubelet refuses because the
+// container does not run yet (notRunningYet). Where the kubelet's events
+// cannot be followed (the account may not watch them), it tries from the
+// moment the pod is bound, every attachRetry. A refused SPDY upgrade has
+// read nothing of stdin; over a websocket the API server accepts the
+// stream before the kubelet answers, so a refusal there could have
+// swallowed stdin. Where SPDY is not available (a proxy that only passes
+// websockets), it waits for the status to say the container runs and
+// attaches once, websocket first. connected is closed once a stream is
+// open.
 func (a *Attached) attach(stderr io.Writer) error {
 	spdy, fallback, err := a.executors()
 	if err != nil {
@@ -108,7 +117,11 @@ func (a *Attached) stream(spdy, fallback remotecommand.Executor, stderr io.Write
 	if err := await(a, a.bound); err != nil {
 		return err
 	}
-	for {
+	for tries := 0; ; tries++ {
+		if err := a.beforeAttach(tries); err != nil {
+			return err
+		}
+		a.try()
 		err := spdy.StreamWithContext(a.ctx, opts)
 		if closed(a.connected) || a.ctx.Err() != nil {
 			return err
@@ -118,17 +131,77 @@ func (a *Attached) stream(spdy, fallback remotecommand.Executor, stderr io.Write
 			break
 		}
 		a.lastErr.Store(&err)
-		t := time.NewTimer(attachRetry)
-		werr := await(a, t.C)
-		t.Stop()
-		if werr != nil {
-			return werr
-		}
 	}
 	if err := await(a, a.runs); err != nil {
 		return err
 	}
+	a.try()
 	return fallback.StreamWithContext(a.ctx, opts)
+}
+
+// beforeAttach waits until an attach request is worth making, tries
+// made already: until the kubelet's event says it started the container,
+// or the pod's status says it runs, or (without the events) at once;
+// after a refusal, attachRetry more.
+func (a *Attached) beforeAttach(tries int) error {
+	if !closed(a.started) && !closed(a.runs) && !closed(a.noEvents) {
+		select {
+		case <-a.started:
+		case <-a.runs:
+		case <-a.noEvents:
+		case <-a.done:
+			return fmt.Errorf("pod %s ended before pybox could attach", a.name)
+		case <-a.ctx.Done():
+			return context.Cause(a.ctx)
+		}
+		return nil
+	}
+	if tries == 0 {
+		return nil
+	}
+	t := time.NewTimer(attachRetry)
+	defer t.Stop()
+	return await(a, t.C)
+}
+
+// followStarted closes started once the kubelet's event says it started
+// the pod's container, and noEvents when its events cannot be followed
+// (the watch refused, or ended first). It stops once the stream is open
+// or the pod has ended.
+func (a *Attached) followStarted(uid types.UID, rv string) {
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.uid", string(uid)), fields.OneTermEqualSelector("reason", "Started")).String()
+	w, err := a.b.cs.CoreV1().Events(a.b.opts.Namespace).Watch(a.ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
+	if err != nil {
+		a.b.eventsRefused(err)
+		close(a.noEvents)
+		return
+	}
+	defer w.Stop()
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				close(a.noEvents)
+				return
+			}
+			if e, isEvent := ev.Object.(*corev1.Event); isEvent && e.Reason == "Started" && e.InvolvedObject.FieldPath == "spec.containers{"+ContainerName+"}" {
+				close(a.started)
+				return
+			}
+		case <-a.connected:
+			return
+		case <-a.done:
+			return
+		case <-a.ctx.Done():
+			return
+		}
+	}
+}
+
+// try counts an attach request about to be made.
+func (a *Attached) try() {
+	a.attempts.Add(1)
+	a.lastTry.Store(time.Now().UnixNano())
 }
 
 // await waits for c, unless the pod or the Attached ends first.

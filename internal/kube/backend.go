@@ -77,6 +77,7 @@ type Backend struct {
 
 	mu       sync.Mutex
 	strays   map[string]bool // pods whose deletion failed: RemoveStrays tries again
+	noEvents sync.Once       // logs once that the kubelet's events cannot be watched
 	lastReap time.Time       // the last look for orphaned pods (ReapOrphansEvery)
 }
 
@@ -216,7 +217,7 @@ func (b *Backend) Start(ctx context.Context, spec engine.Spec) (*Attached, error
 	if err != nil {
 		return nil, err
 	}
-	a, running := b.watch(pod)
+	a, running := b.watch(pod, true)
 	a.inR, a.inW = io.Pipe()
 	a.outR, a.outW = io.Pipe()
 	err = a.attach(orDiscard(spec.Stderr))
@@ -276,7 +277,7 @@ func (b *Backend) Run(ctx context.Context, spec engine.Spec) (engine.Exit, error
 		return engine.Exit{}, err
 	}
 	defer b.Remove(ctx, pod.Name)
-	a, _ := b.watch(pod)
+	a, _ := b.watch(pod, false)
 	defer func() { a.cancel(); a.wg.Wait() }()
 	start := time.Now()
 	var deadline <-chan time.Time
@@ -311,14 +312,27 @@ func (b *Backend) Run(ctx context.Context, spec engine.Spec) (engine.Exit, error
 	return exit, nil
 }
 
-// watch starts following pod's state (see follow); running gets the
-// first answer: nil once its container runs, else why it cannot.
-func (b *Backend) watch(pod *corev1.Pod) (a *Attached, running <-chan error) {
-	a = &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{}), bound: make(chan struct{}), runs: make(chan struct{}), connected: make(chan struct{})}
+// watch starts following pod's state (see follow), and, to attach, the
+// kubelet's event that it started the container (followStarted); running
+// gets the first answer: nil once its container runs, else why it cannot.
+func (b *Backend) watch(pod *corev1.Pod, attach bool) (a *Attached, running <-chan error) {
+	a = &Attached{b: b, name: pod.Name, done: make(chan struct{}), ended: make(chan struct{}), bound: make(chan struct{}), runs: make(chan struct{}),
+		connected: make(chan struct{}), started: make(chan struct{}), noEvents: make(chan struct{})}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	ch := make(chan error, 1)
 	a.wg.Go(func() { a.follow(pod.ResourceVersion, ch) })
+	if attach {
+		a.wg.Go(func() { a.followStarted(pod.UID, pod.ResourceVersion) })
+	}
 	return a, ch
+}
+
+// eventsRefused logs, once, that the kubelet's events cannot be watched:
+// attaching then polls from the moment a pod is bound.
+func (b *Backend) eventsRefused(err error) {
+	b.noEvents.Do(func() {
+		b.log.Info("kubernetes: cannot watch the sandboxes' events (the Role in cmd/pybox/kubernetes allows it): pods are attached by polling, which costs the API server and the kubelet more", "err", err)
+	})
 }
 
 // List returns pybox's pods carrying every label. Values Kubernetes does

@@ -2,6 +2,11 @@ package kube_test
 
 import (
 	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -9,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -51,14 +58,28 @@ func withNode(t *testing.T) *testenv.ControlPlane {
 // TestColdStart: Start answers once the runner's stdin and stdout are
 // attached, without waiting for the kubelet's next relist to report the
 // container running; the program's first line comes back through the
-// stream. It logs the figures (create to attached, and to the echo).
+// stream. It runs under the node's default runtime and, where the node
+// has it, under gVisor (RuntimeClass runsc), and logs where the time goes
+// (coldSteps).
 func TestColdStart(t *testing.T) {
+	withNode(t)
+	runtimes := []string{""}
+	if node.Runsc {
+		runtimes = append(runtimes, testenv.RunscClass)
+	}
+	for _, rt := range runtimes {
+		t.Run(cmp.Or(rt, "default"), func(t *testing.T) { coldStarts(t, rt) })
+	}
+}
+
+func coldStarts(t *testing.T, runtime string) {
 	c := withNode(t)
-	_, _, b := backendIn(t, c, kube.Config{})
+	cs, ns, b := backendIn(t, c, kube.Config{})
 	ctx := t.Context()
-	var attached, echoed []time.Duration
+	seen := observePods(t, cs, ns)
+	steps := newColdSteps()
 	for i := range 5 {
-		spec := runSpec("pybox-cold-"+string(rune('a'+i)), "")
+		spec := runSpec("pybox-cold-"+string(rune('a'+i)), runtime)
 		spec.Config.Image = nodeImage
 		spec.Config.Cmd = []string{contract.VenvPython, "-c", "import sys\nprint('echo', sys.stdin.readline().strip(), flush=True)"}
 		start := time.Now()
@@ -66,20 +87,195 @@ func TestColdStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		attached = append(attached, time.Since(start))
+		attached := time.Now()
 		if _, err := a.Write([]byte("hello\n")); err != nil {
 			t.Fatal(err)
 		}
 		line, err := bufio.NewReader(a.Output()).ReadString('\n')
-		echoed = append(echoed, time.Since(start))
+		echoed := time.Now()
 		if line != "echo hello\n" {
 			t.Errorf("run %d: %q, %v; want the echo through the attach stream", i, line, err)
 		}
+		attempts, lastTry := kube.AttachAttempts(a)
 		if err := a.Destroy(ctx); err != nil {
 			t.Error(err)
 		}
+		cri, err := node.CRISteps(ns, a.ContainerID(), kube.ContainerName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kl, err := node.KubeletSteps(ns, a.ContainerID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := seen(a.ContainerID())
+		steps.add(start, attempts, map[string]time.Time{
+			"kubelet: pod received (at -v=3)":              kl.Added,
+			"kubelet: volume wait begins (at -v=3)":        kl.VolumesAsked,
+			"kubelet: volumes mounted (at -v=3)":           kl.VolumesReady,
+			"bound (the scheduler; pybox's watch sees it)": pod.bound,
+			"kubelet's first status (its sync begins)":     pod.kubelet,
+			"containerd: sandbox asked":                    cri.SandboxAsked,
+			"containerd: sandbox ready (pause, network)":   cri.SandboxReady,
+			"containerd: container create asked":           cri.CreateAsked,
+			"containerd: container created":                cri.Created,
+			"containerd: container start asked":            cri.StartAsked,
+			"containerd: container started":                cri.Started,
+			"the last attach request begins":               lastTry,
+			"attached (Start returns)":                     attached,
+			"the program's echo read":                      echoed,
+		})
 	}
-	t.Logf("cold start to attached: p50 %v %v; to the echo: p50 %v %v", median(attached), attached, median(echoed), echoed)
+	steps.log(t)
+}
+
+// TestStartWithoutEvents: an account that may not watch events (a Role
+// from before pybox followed the kubelet's Started events) still gets its
+// pod attached and the runner's echo back: pybox logs once that it cannot
+// follow the events, and tries to attach from the moment the pod is bound.
+func TestStartWithoutEvents(t *testing.T) {
+	c := withNode(t)
+	cs, ns := namespace(t, c)
+	ctx := t.Context()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pybox-no-events", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/attach"}, Verbs: []string{"create", "get"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get"}},
+	}}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns}}}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := testenv.Token(ctx, cs, ns, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := c.Config(tok)
+	var logs testenv.LogBuffer
+	var b *kube.Backend
+	if !testenv.WaitFor(ctx, func() bool { // until the binding is in force
+		b, err = kube.NewWith(ctx, kubernetes.NewForConfigOrDie(rc), rc, kube.Config{Log: slog.New(slog.NewTextHandler(&logs, nil))}, ns)
+		return err == nil
+	}) {
+		t.Fatal(err)
+	}
+	spec := runSpec("pybox-no-events", "")
+	spec.Config.Image = nodeImage
+	spec.Config.Cmd = []string{contract.VenvPython, "-c", "import sys\nprint('echo', sys.stdin.readline().strip(), flush=True)"}
+	a, err := b.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Destroy(context.WithoutCancel(ctx))
+	if _, err := a.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(a.Output()).ReadString('\n'); line != "echo hello\n" {
+		t.Errorf("%q, %v; want the echo through the attach stream", line, err)
+	}
+	if got, ok := logs.Await("cannot watch the sandboxes' events"); !ok {
+		t.Errorf("no word of the events it could not watch; log:\n%s", got)
+	}
+}
+
+// coldSteps are the milestones of cold starts, from each start's own
+// beginning, and the attach requests each made.
+type coldSteps struct {
+	at       map[string][]time.Duration
+	attempts []int
+}
+
+func newColdSteps() *coldSteps { return &coldSteps{at: map[string][]time.Duration{}} }
+
+func (s *coldSteps) add(start time.Time, attempts int, at map[string]time.Time) {
+	for k, v := range at {
+		if !v.IsZero() {
+			s.at[k] = append(s.at[k], v.Sub(start))
+		}
+	}
+	s.attempts = append(s.attempts, attempts)
+}
+
+// log writes each milestone's p50 from the start, and the p50 of the
+// step from the milestone before it, in the order they came.
+func (s *coldSteps) log(t *testing.T) {
+	names := slices.Collect(maps.Keys(s.at))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(median(s.at[a]), median(s.at[b])) })
+	var out strings.Builder
+	fmt.Fprintf(&out, "cold start, p50 of %d runs (load %s):\n%-48s %8s %8s\n", len(s.attempts), loadavg(), "milestone", "from 0", "step")
+	var prev []time.Duration
+	for _, k := range names {
+		d := s.at[k]
+		step := median(d)
+		if prev != nil && len(prev) == len(d) {
+			steps := make([]time.Duration, len(d))
+			for i := range d {
+				steps[i] = d[i] - prev[i]
+			}
+			step = median(steps)
+		}
+		fmt.Fprintf(&out, "%-48s %8.0f %8.0f\n", k, ms(median(d)), ms(step))
+		prev = d
+	}
+	fmt.Fprintf(&out, "attach requests per start: %v", s.attempts)
+	t.Log(out.String())
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// podSeen is when a watch first saw a pod bound to the node and the
+// kubelet's first status of it.
+type podSeen struct{ bound, kubelet time.Time }
+
+// observePods watches ns's pods for the test's length; the function it
+// returns says what it saw of one.
+func observePods(t *testing.T, cs kubernetes.Interface, ns string) func(name string) podSeen {
+	t.Helper()
+	w, err := cs.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	seen := map[string]podSeen{}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			mu.Lock()
+			s := seen[p.Name]
+			if s.bound.IsZero() && p.Spec.NodeName != "" {
+				s.bound = now
+			}
+			if s.kubelet.IsZero() && p.Status.StartTime != nil {
+				s.kubelet = now
+			}
+			seen[p.Name] = s
+			mu.Unlock()
+		}
+	}()
+	return func(name string) podSeen {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[name]
+	}
 }
 
 func median(d []time.Duration) time.Duration {
