@@ -42,13 +42,22 @@ func (c *conn) halt(why error) {
 }
 
 // dial starts spec's container (its command must be the runner) and waits
-// for the runner's ready frame; on failure nothing of it is left.
-func (s *Sandbox) dial(ctx context.Context, spec engine.Spec) (*conn, error) {
+// for the runner's ready frame; on failure nothing of it is left. check,
+// when given, runs once the container exists, beside the runner's start:
+// dial returns only once it has passed, before any program reaches the
+// container, and destroys the container when it fails.
+func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, check func(ctx context.Context, id string) error) (*conn, error) {
 	diag := &tailWriter{max: 2048}
 	spec.Stderr = diag
 	k, err := s.eng.Start(ctx, spec)
 	if err != nil {
 		return nil, s.explain(err)
+	}
+	checked := make(chan error, 1)
+	if check != nil {
+		go func() { checked <- check(ctx, k.ContainerID()) }()
+	} else {
+		checked <- nil
 	}
 	c := &conn{k: k, frames: bufio.NewReaderSize(k.Output(), 64<<10), diag: diag, halted: make(chan struct{})}
 	// pybox speaks first: the runner says ready once it has read this, so
@@ -58,6 +67,10 @@ func (s *Sandbox) dial(ctx context.Context, spec engine.Spec) (*conn, error) {
 		return nil, fmt.Errorf("%w: %w", errNotReady, err)
 	}
 	if err := c.awaitReady(ctx, s.log); err != nil {
+		return nil, err
+	}
+	if err := <-checked; err != nil {
+		c.destroy(context.WithoutCancel(ctx), s.log)
 		return nil, err
 	}
 	return c, nil

@@ -53,49 +53,44 @@ func (s *Sandbox) labels(role string, plan Plan) map[string]string {
 }
 
 // start starts plan's container (its command is the runner) with a name of
-// role and waits until it is ready. With uids of their own it then makes
-// sure no other container on the daemon has the same uid (another server
-// may have drawn it at the same moment): if one has, the new container is
-// removed, before any program reached it, and the start draws again. Two
-// that collide both draw again, so two never keep the same uid.
+// role and waits until it is ready. With uids of their own it makes sure,
+// once the container exists (beside the runner's start), that no other
+// container on the daemon has the same uid (another server may have drawn
+// it at the same moment): if one has, the new container is removed,
+// before any program reached it, and the start draws again. Two that
+// collide both draw again, so two never keep the same uid.
 func (s *Sandbox) start(ctx context.Context, plan Plan, role string) (*conn, error) {
 	for draw := 1; ; draw++ {
 		cfg, host := ContainerConfig(plan)
-		c, err := s.dial(ctx, engine.Spec{Name: s.owner.ContainerName(role), Config: cfg, Host: host})
-		if err != nil {
-			return nil, err
+		uid := plan.Labels[LabelUID]
+		var check func(context.Context, string) error
+		if uid != "" {
+			check = func(ctx context.Context, id string) error { return s.uidAlone(ctx, id, uid) }
 		}
-		err = s.uidAlone(ctx, c, plan.Labels[LabelUID])
+		c, err := s.dial(ctx, engine.Spec{Name: s.owner.ContainerName(role), Config: cfg, Host: host}, check)
 		if err == nil {
 			return c, nil
 		}
 		if !errors.Is(err, errUIDTaken) || draw == uidDraws {
 			return nil, err
 		}
-		s.log.Info("uid taken by another container: drawing another", "uid", plan.Labels[LabelUID])
+		s.log.Info("uid taken by another container: drawing another", "uid", uid)
 		plan.User, plan.Labels = s.newUser(), maps.Clone(plan.Labels)
 		plan.Labels[LabelUID], _, _ = strings.Cut(plan.User, ":")
 	}
 }
 
 // uidAlone checks that no container on the daemon (no pod in the
-// namespace) but c has uid ("" = containers share the server's user); on
-// failure c is destroyed.
-func (s *Sandbox) uidAlone(ctx context.Context, c *conn, uid string) error {
-	if uid == "" {
-		return nil
-	}
+// namespace) but id has uid.
+func (s *Sandbox) uidAlone(ctx context.Context, id, uid string) error {
 	list, err := s.eng.List(ctx, map[string]string{LabelUID: uid})
-	if err == nil {
-		for _, o := range list {
-			if o.ID != c.k.ContainerID() {
-				err = errUIDTaken
-			}
-		}
-	}
 	if err != nil {
-		c.destroy(context.WithoutCancel(ctx), s.log)
 		return s.explain(err)
+	}
+	for _, o := range list {
+		if o.ID != id {
+			return errUIDTaken
+		}
 	}
 	return nil
 }
