@@ -18,7 +18,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.EvalTrivial, "eval-trivial", 500, "with -eval: samples in the trivial batch")
 	fs.IntVar(&o.EvalWork, "eval-work", 200, "with -eval: samples in the real-work batch")
 	fs.BoolVar(&o.EvalFloor, "eval-floor", false, "measure `pybox eval --problems` on 164 trivial problems (1 and 5 samples each) against a docker run --rm loop and the floor (bare containers of true), --max-concurrent at once")
-	fs.StringVar(&o.Kubeconfig, "kubernetes", "", "measure the Kubernetes backend instead, with this kubeconfig: warm, cold and session latency as pods, beside the same rows on Docker")
+	fs.StringVar(&o.Kubeconfig, "kubernetes", "", "measure the Kubernetes backend instead, with this kubeconfig: warm, cold and session latency as pods (again under gVisor where the cluster has a RuntimeClass runsc or gvisor), beside the same rows on Docker")
 	fs.BoolVar(&o.Egress, "egress", false, "measure one HTTPS request (new connection) from a program through pybox's egress proxy against the same request from the host, and a 100 MiB download through it")
 	fs.BoolVar(&o.CodeMode, "codemode", false, "measure code mode instead: one workflow as three direct tool calls and as one execute_code calling them (time and context bytes)")
 	if err := parse(fs, c, args); err != nil {

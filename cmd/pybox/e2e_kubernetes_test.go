@@ -223,7 +223,7 @@ func TestKubernetesNode(t *testing.T) {
 	if err := json.Unmarshal(js, &rep); err != nil {
 		t.Fatalf("bench report: %v\n%s", err, js)
 	}
-	kube := 0
+	kube, gvisor := 0, 0
 	for _, r := range rep.Rows {
 		t.Logf("%-70s p50 %8.1f ms  p95 %8.1f ms %s", r.Name, r.P50, r.P95, r.Skipped)
 		if r.Skipped != "" || r.P50 <= 0 {
@@ -232,9 +232,15 @@ func TestKubernetesNode(t *testing.T) {
 		if strings.HasSuffix(r.Name, "[kubernetes]") {
 			kube++
 		}
+		if strings.HasSuffix(r.Name, "[kubernetes "+testenv.RunscClass+"]") {
+			gvisor++
+		}
 	}
 	if kube != 4 {
 		t.Errorf("%d Kubernetes rows, want 4 (warm, back to back, session, cold)", kube)
+	}
+	if want := map[bool]int{true: 4}[node.Runsc]; gvisor != want {
+		t.Errorf("%d rows of pods under gVisor, want %d (the node has RuntimeClass %s: %v)", gvisor, want, testenv.RunscClass, node.Runsc)
 	}
 	if t.Failed() || os.Getenv("PYBOX_K8S_BENCH_LOG") != "" {
 		t.Logf("bench stderr:\n%s", berr.String())

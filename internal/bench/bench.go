@@ -20,6 +20,7 @@ import (
 	"github.com/pybox-dev/pybox/internal/app"
 	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/engine"
+	"github.com/pybox-dev/pybox/internal/kube"
 )
 
 // Row is one measured scenario.
@@ -101,9 +102,7 @@ func Run(ctx context.Context, a *app.App, o Options, stdout, stderr io.Writer) e
 		return writeReport(Report{Image: b.image, Rows: rows}, o.JSON, stdout)
 	}
 	if o.Kubeconfig != "" {
-		rep := Report{Image: b.image, Rows: b.latencyRows(ctx, o.Forward, " [docker]")}
-		rep.Rows = append(rep.Rows, b.latencyRows(ctx, o.Forward, " [kubernetes]", "PYBOX_BACKEND=kubernetes", "KUBECONFIG="+o.Kubeconfig)...)
-		return writeReport(rep, o.JSON, stdout)
+		return writeReport(b.kubernetesRows(ctx, a, o), o.JSON, stdout)
 	}
 	if v, err := a.Engine.Ping(ctx); err == nil && slices.Contains(v.Runtimes, "runsc") && a.Config.Runtime == "" {
 		b.runtimes = []string{"runc", "runsc"} // the latency rows again under gVisor, beside runc
@@ -114,6 +113,26 @@ func Run(ctx context.Context, a *app.App, o Options, stdout, stderr io.Writer) e
 		return err
 	}
 	return writeReport(rep, o.JSON, stdout)
+}
+
+// kubernetesRows are the latency rows on Docker, as pods, and, when the
+// cluster has a RuntimeClass for gVisor (and no --runtime was given), as
+// pods under it.
+func (b *bench) kubernetesRows(ctx context.Context, a *app.App, o Options) Report {
+	env := []string{"PYBOX_BACKEND=kubernetes", "KUBECONFIG=" + o.Kubeconfig}
+	rep := Report{Image: b.image, Rows: b.latencyRows(ctx, o.Forward, " [docker]")}
+	rep.Rows = append(rep.Rows, b.latencyRows(ctx, o.Forward, " [kubernetes]", env...)...)
+	if a.Config.Runtime != "" {
+		return rep
+	}
+	class, err := kube.GVisorRuntimeClass(ctx, o.Kubeconfig)
+	switch {
+	case err != nil:
+		rep.Rows = append(rep.Rows, Row{Name: "execute_code [kubernetes gVisor]", Skipped: err.Error()})
+	case class != "":
+		rep.Rows = append(rep.Rows, b.latencyRows(ctx, o.Forward, " [kubernetes "+class+"]", append(env, "PYBOX_RUNTIME="+class)...)...)
+	}
+	return rep
 }
 
 // removeLayers removes the package layers the bench's installs made: those

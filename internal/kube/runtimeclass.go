@@ -30,3 +30,28 @@ func checkRuntimeClass(ctx context.Context, cs kubernetes.Interface, name string
 	}
 	return nil
 }
+
+// GVisorRuntimeClass is the name of the cluster's RuntimeClass for gVisor,
+// by the names it usually has (runsc, gvisor), or "" when it has neither;
+// kubeconfig as in Config. It reads them with get, which pybox's
+// ClusterRole allows.
+func GVisorRuntimeClass(ctx context.Context, kubeconfig string) (string, error) {
+	rc, _, err := restConfig(kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return "", err
+	}
+	for _, name := range []string{"runsc", "gvisor"} {
+		_, err := cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return name, nil
+		case !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("kubernetes: get RuntimeClass %q: %w", name, err)
+		}
+	}
+	return "", nil
+}
