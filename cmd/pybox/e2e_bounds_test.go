@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
@@ -43,12 +41,7 @@ func peakRSS(t *testing.T, pid int) int {
 func TestManyLargeCallsAreRefusedCheaply(t *testing.T) {
 	s := startServer(t, "PYBOX_MAX_CONCURRENT=1", "PYBOX_QUEUE_WAIT=60s")
 	// Hold the one slot while the flood arrives, until one of it is refused.
-	hold := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, _ := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150}))
-		hold <- res
-	}()
-	waitFile(t, filepath.Join(s.storage, "holding"))
+	hold := holding(t, s.cs, s.storage)
 	big := "print('ran')\n#" + strings.Repeat("x", 1<<20-20)
 	const n = 60
 	var wg sync.WaitGroup

@@ -18,22 +18,14 @@ import (
 func TestBusy(t *testing.T) {
 	parallelTest(t)
 	s := startServer(t, "PYBOX_MAX_CONCURRENT=1", "PYBOX_QUEUE_WAIT=1s")
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := s.cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150}))
-		if err != nil {
-			res = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
-		}
-		done <- res
-	}()
-	waitFile(t, filepath.Join(s.storage, "holding")) // the first call's program runs: it holds the one slot
+	done := holding(t, s.cs, s.storage) // the first call's program runs: it holds the one slot
 	res := s.call("execute_code", map[string]any{"code": "print('second')"})
 	release(t, s.storage)
 	if !res.IsError || !strings.Contains(text(res), "busy") {
 		t.Errorf("second call: isError=%v %q; want a busy tool error", res.IsError, text(res))
 	}
-	if first := <-done; !strings.Contains(text(first), "held") {
-		t.Errorf("first call: %s", text(first))
+	if first := <-done; !strings.Contains(first, "held") {
+		t.Errorf("first call: %s", first)
 	}
 }
 

@@ -323,13 +323,8 @@ func TestHTTPQuotas(t *testing.T) {
 	}
 	// Programs at once: one. While the first holds the slot (until the test
 	// lets it go), the second waits 1 s, then is refused.
-	held := make(chan string, 1)
-	go func() {
-		_, out := callOK(t, a, "execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150})
-		held <- out
-	}()
 	ws := filepath.Join(h.storage, "tenants", "a")
-	waitFile(t, filepath.Join(ws, "holding"))
+	held := holding(t, a, ws)
 	res, out := callOK(t, a, "execute_code", map[string]any{"code": "print(1)"})
 	release(t, ws)
 	if !res.IsError || !strings.Contains(out, "busy") {
@@ -373,6 +368,24 @@ for _ in range(2400):
     time.sleep(0.05)
 print("held")
 `
+
+// holding runs holdUntilReleased through cs and returns once it runs (its
+// mark in workspace dir ws): the channel gets its result's text (or the
+// call's error) when it ends.
+func holding(t *testing.T, cs *mcp.ClientSession, ws string) <-chan string {
+	t.Helper()
+	out := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), callParams("execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150}))
+		if err != nil {
+			out <- "protocol error: " + err.Error()
+			return
+		}
+		out <- text(res)
+	}()
+	waitFile(t, filepath.Join(ws, "holding"))
+	return out
+}
 
 // release lets a holdUntilReleased program in workspace dir end.
 func release(t *testing.T, dir string) {
@@ -495,13 +508,8 @@ func TestHTTPServing(t *testing.T) {
 	}
 	// SIGTERM with a call in flight: it finishes (its program ends after
 	// the signal, when the test lets it), then the server exits.
-	got := make(chan string, 1)
-	go func() {
-		_, out := callOK(t, a, "execute_code", map[string]any{"code": holdUntilReleased, "timeout_s": 150})
-		got <- out
-	}()
 	ws := filepath.Join(h.storage, "tenants", "a")
-	waitFile(t, filepath.Join(ws, "holding"))
+	got := holding(t, a, ws)
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	if _, ok := h.stderr.Await("stopping: waiting for calls in flight"); !ok {
 		t.Errorf("the server did not say it waits for the call in flight after SIGTERM")
