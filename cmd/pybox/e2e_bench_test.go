@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -47,6 +48,11 @@ func TestBenchReport(t *testing.T) {
 	}
 	if r := rep.row("execute_code print(1)"); r == nil || r.Skipped != "" || rep.ServerRSSMiB <= 0 {
 		t.Errorf("the MCP row must be measured and the server's memory reported: %+v rss %v", r, rep.ServerRSSMiB)
+	}
+	// The burst's cold runs are counted from the daemon's live stream
+	// (engine.WatchContainerCreates), whatever else the daemon does.
+	if r := rep.row("burst:"); r == nil || r.Skipped == "" && !regexp.MustCompile(`^cold path: \d+ of 20 `).MatchString(r.Note) {
+		t.Errorf("the burst row does not count its cold runs: %+v", r)
 	}
 	if strings.Contains(string(out), "unexpected result") {
 		t.Errorf("a scenario failed: %s", out)
