@@ -3,6 +3,7 @@ package images_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -54,17 +55,17 @@ type hostile struct {
 func newHostile(t *testing.T, idx images.Index, envs ...string) *hostile {
 	t.Helper()
 	eng := testenv.Docker(t)
-	layers := testenv.LockLayerCache(t, eng)
 	testenv.RuntimeImage(t, eng, images.VariantBase)
 	wh := testenv.Wheelhouse(t)
 	testenv.WriteHostileSdist(t, wh)
 	owner := newTestOwner(t)
 	idx.Wheelhouse, idx.Network = wh, "none"
-	h := &hostile{eng: eng, layers: layers, in: &images.Installer{Engine: eng, Owner: owner, Index: idx}, envs: map[string]images.Environment{}}
+	h := &hostile{eng: eng, in: &images.Installer{Engine: eng, Owner: owner, Index: idx}, envs: map[string]images.Environment{}}
 	for _, name := range envs {
 		want := images.Environment{}
 		if df, ok := testImages[name]; ok {
-			tag := "pybox-test-install-" + strings.ReplaceAll(name, " ", "-") + ":latest"
+			// The test's own tag: its build needs no layer-cache lock.
+			tag := fmt.Sprintf("pybox-test-install-%s:%s", strings.ReplaceAll(name, " ", "-"), owner.id)
 			testenv.BuildImage(t, eng, tag, df, nil)
 			want = images.Environment{Type: images.EnvVenv, BaseImage: tag}
 		}
@@ -75,6 +76,7 @@ func newHostile(t *testing.T, idx images.Index, envs ...string) *hostile {
 		env.ImageID = inspect(t, eng, env.Image).ID
 		h.envs[name] = env
 	}
+	h.layers = testenv.LockLayerCache(t, eng) // from here: installs
 	t.Cleanup(func() {
 		if left := testenv.Managed(t, eng, map[string]string{"pybox.owner": owner.id}); len(left) > 0 {
 			t.Errorf("containers left behind: %v", left)

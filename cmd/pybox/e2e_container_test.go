@@ -22,6 +22,7 @@ import (
 // writes a file and a program reads it, and stopping the container
 // removes every sandbox.
 func TestServerInContainer(t *testing.T) {
+	parallelTest(t) // its image, containers, folders and port are its own
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
 	dir := t.TempDir()

@@ -223,18 +223,19 @@ USER 10001:10001
 // TestEnvironmentCachesDoNotMix: environments keep their own packages,
 // layers and package listings, and switching back restores the old one.
 func TestEnvironmentCachesDoNotMix(t *testing.T) {
-	layerTest(t)
 	eng := testenv.Docker(t)
-	testenv.RuntimeImage(t, eng, "base")
-	testenv.BuildImage(t, eng, "pybox-test-venv2:latest", venv2Dockerfile, nil)
+	layerTest(t, func() {
+		testenv.RuntimeImage(t, eng, "base")
+		testenv.BuildImage(t, eng, venv2Image, venv2Dockerfile, nil)
+	})
 	s := packageServer(t, testenv.Wheelhouse(t), testAllowedImages)
 	a := s.install("pyboxbase==1.0")
 	if st := s.check("pyboxbase"); !st.Installed || st.Version != "1.0" {
 		t.Fatalf("env A: pyboxbase %+v; want 1.0", st)
 	}
 
-	b := s.configure(map[string]any{"type": "venv", "image": "pybox-test-venv2:latest", "venv_path": "/opt/venv2"})
-	if b.Image != "pybox-test-venv2:latest" || len(b.Requirements) != 0 || !cmp.Equal(b.Python, []string{"/opt/venv2/bin/python"}) {
+	b := s.configure(map[string]any{"type": "venv", "image": venv2Image, "venv_path": "/opt/venv2"})
+	if b.Image != venv2Image || len(b.Requirements) != 0 || !cmp.Equal(b.Python, []string{"/opt/venv2/bin/python"}) {
 		t.Errorf("env B: %+v; want the venv2 image with no requirements", b)
 	}
 	if st := s.check("pyboxbase"); st.Installed {
@@ -305,14 +306,15 @@ USER 10001:10001
 // probes and pip installs) against a stand-in conda; an env whose
 // site-packages the install user cannot write is refused clearly.
 func TestCondaEnvironment(t *testing.T) {
-	layerTest(t)
 	eng := testenv.Docker(t)
-	testenv.RuntimeImage(t, eng, "base")
-	testenv.BuildImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})
+	layerTest(t, func() {
+		testenv.RuntimeImage(t, eng, "base")
+		testenv.BuildImage(t, eng, condaImage, condaDockerfile, map[string]string{"conda": condaScript})
+	})
 	s := packageServer(t, testenv.Wheelhouse(t), testAllowedImages)
 
 	before := s.envConfig()
-	res := s.call("configure_environment", map[string]any{"type": "conda", "conda_name": "nosuch", "image": "pybox-test-conda:latest"})
+	res := s.call("configure_environment", map[string]any{"type": "conda", "conda_name": "nosuch", "image": condaImage})
 	if !res.IsError || !strings.Contains(text(res), "Python does not start") || !strings.Contains(text(res), "nosuch") {
 		t.Errorf("conda_name nosuch: isError=%v text=%q; want a tool error naming it", res.IsError, text(res))
 	}
@@ -320,10 +322,10 @@ func TestCondaEnvironment(t *testing.T) {
 		t.Errorf("a rejected conda environment changed the active one (-before +after):\n%s", diff)
 	}
 
-	env := s.configure(map[string]any{"type": "conda", "conda_name": "ds", "image": "pybox-test-conda:latest"})
+	env := s.configure(map[string]any{"type": "conda", "conda_name": "ds", "image": condaImage})
 	wantPy := []string{"conda", "run", "--no-capture-output", "-n", "ds", "python"}
-	if env.CondaName != "ds" || env.BaseImage != "pybox-test-conda:latest" || !cmp.Equal(env.Python, wantPy) {
-		t.Errorf("conda environment: %+v; want ds in pybox-test-conda:latest started with %v", env, wantPy)
+	if env.CondaName != "ds" || env.BaseImage != condaImage || !cmp.Equal(env.Python, wantPy) {
+		t.Errorf("conda environment: %+v; want ds in %s started with %v", env, condaImage, wantPy)
 	}
 	if out := s.python("import sys; print(sys.prefix)"); out != "/opt/conda-envs/ds\n" {
 		t.Errorf("sys.prefix in the conda environment: %q", out)
@@ -339,7 +341,7 @@ func TestCondaEnvironment(t *testing.T) {
 		t.Errorf("check in the conda environment: %+v; want pyboxdemo 1.0", st)
 	}
 
-	s.configure(map[string]any{"type": "conda", "conda_name": "rootonly", "image": "pybox-test-conda:latest"})
+	s.configure(map[string]any{"type": "conda", "conda_name": "rootonly", "image": condaImage})
 	res = s.call("install_dependencies", map[string]any{"packages": []string{"pyboxdemo"}})
 	const want = "site-packages /opt/conda-envs/rootonly/lib/python3.11/site-packages is not writable by the unprivileged install user 10002"
 	if !res.IsError || !strings.Contains(text(res), want) {

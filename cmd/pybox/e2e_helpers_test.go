@@ -176,12 +176,23 @@ func parallelTest(t *testing.T) {
 }
 
 // layerTest marks t as a parallel test that holds the layer-cache lock
-// (testenv.LockLayerCache) from its start to its end: it installs
-// packages or builds test images. Such tests run one at a time (the lock's
-// holder), beside the parallel tests and in no place of theirs (runSlots):
-// one waiting for the lock holds nothing another needs.
-func layerTest(t *testing.T) {
+// (testenv.LockLayerCache) from there to its end: it installs packages.
+// Such tests run one at a time (the lock's holder), beside the parallel
+// tests and in no place of theirs (runSlots): one waiting for the lock
+// holds nothing another needs. prepare runs first, in a run slot and
+// without the lock: what needs none, such as building the test's own
+// images (testenv.BuildImage, under this process's own tags).
+func layerTest(t *testing.T, prepare ...func()) {
 	t.Parallel()
+	if len(prepare) > 0 {
+		func() {
+			runSlots <- struct{}{}
+			defer func() { <-runSlots }() // also when f fails t
+			for _, f := range prepare {
+				f()
+			}
+		}()
+	}
 	testenv.LockLayerCache(t, testenv.Docker(t))
 }
 

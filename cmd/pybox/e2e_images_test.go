@@ -3,8 +3,11 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -12,17 +15,30 @@ import (
 	"github.com/pybox-dev/pybox/tools"
 )
 
-// testAllowedImages lets the tests' own images be environments.
-const testAllowedImages = "PYBOX_ALLOWED_IMAGES=pybox-test-conda:latest,pybox-test-venv2:latest pybox-test-rootvenv:latest " +
-	"pybox-test-impostors:latest,pybox-test-nosuch:latest"
+// testImageTag tags the test images this process builds
+// (testenv.BuildImage), each test its own repository: no other test,
+// process or suite on the daemon builds or removes them, so a build needs
+// no layer-cache lock.
+var testImageTag = fmt.Sprintf("t%d-%d", os.Getpid(), time.Now().UnixNano())
 
-// Images of TestHTTPTenantImages: an operator's private image (a secret
-// baked in) and one the operator allows.
-const (
-	privateImage = "pybox-test-private:latest"
-	allowedImage = "pybox-test-allowed:latest"
-	imageSecret  = "operator-db-password-0123"
+// The tests' own images.
+var (
+	condaImage      = "pybox-test-conda:" + testImageTag       // TestCondaEnvironment
+	condaProbeImage = "pybox-test-conda-probe:" + testImageTag // TestConfigureRecordsInterpreter
+	venv2Image      = "pybox-test-venv2:" + testImageTag
+	rootVenvImage   = "pybox-test-rootvenv:" + testImageTag
+	impostorImage   = "pybox-test-impostors:" + testImageTag
+	// Images of TestHTTPTenantImages: an operator's private image (a
+	// secret baked in) and one the operator allows.
+	privateImage = "pybox-test-private:" + testImageTag
+	allowedImage = "pybox-test-allowed:" + testImageTag
 )
+
+// testAllowedImages lets the tests' own images be environments.
+var testAllowedImages = "PYBOX_ALLOWED_IMAGES=" + strings.Join([]string{condaImage, condaProbeImage, venv2Image, rootVenvImage,
+	impostorImage, "pybox-test-nosuch:latest"}, ",")
+
+const imageSecret = "operator-db-password-0123" // in privateImage
 
 // TestHTTPTenantImages: a tenant's environment starts only from pybox's
 // runtime images, the configured image and the images the operator lists
@@ -32,12 +48,13 @@ const (
 // name, nor tenant a's package layer by tag, ID or ID prefix; the listed
 // image works. a's layer is not handed to b by the layer cache either.
 func TestHTTPTenantImages(t *testing.T) {
-	layerTest(t)
 	eng := testenv.Docker(t)
-	testenv.RuntimeImage(t, eng, "base")
-	secretFile := map[string]string{"secret": imageSecret + "\n"}
-	testenv.BuildImage(t, eng, privateImage, "FROM pybox-runtime:base\nCOPY secret /opt/secret\n", secretFile)
-	testenv.BuildImage(t, eng, allowedImage, "FROM pybox-runtime:base\nLABEL pybox.test.allowed=yes\n", nil)
+	layerTest(t, func() {
+		testenv.RuntimeImage(t, eng, "base")
+		secretFile := map[string]string{"secret": imageSecret + "\n"}
+		testenv.BuildImage(t, eng, privateImage, "FROM pybox-runtime:base\nCOPY secret /opt/secret\n", secretFile)
+		testenv.BuildImage(t, eng, allowedImage, "FROM pybox-runtime:base\nLABEL pybox.test.allowed=yes\n", nil)
+	})
 	private, _, err := eng.InspectImage(t.Context(), privateImage)
 	if err != nil {
 		t.Fatal(err)

@@ -23,10 +23,11 @@ USER 10001:10001
 // to do, and the environment, its saved state, the layers and what programs
 // see are as before.
 func TestHostileInstallChangesNothing(t *testing.T) {
-	layerTest(t)
 	eng := testenv.Docker(t)
-	testenv.RuntimeImage(t, eng, "base")
-	testenv.BuildImage(t, eng, "pybox-test-rootvenv:latest", rootVenvDockerfile, nil)
+	layerTest(t, func() {
+		testenv.RuntimeImage(t, eng, "base")
+		testenv.BuildImage(t, eng, rootVenvImage, rootVenvDockerfile, nil)
+	})
 	wh, stateDir := testenv.Wheelhouse(t), t.TempDir()
 	testenv.WriteHostileSdist(t, wh)
 	s := packageServer(t, wh, "PYBOX_STATE_DIR="+stateDir, testAllowedImages)
@@ -38,7 +39,7 @@ func TestHostileInstallChangesNothing(t *testing.T) {
 		wantErr string
 	}{
 		{"sdist", map[string]any{"type": "venv-uv"}, testenv.HostileSdistName, "PYBOX_ALLOW_SDIST=true"},
-		{"venv the install user cannot write", map[string]any{"type": "venv", "image": "pybox-test-rootvenv:latest"},
+		{"venv the install user cannot write", map[string]any{"type": "venv", "image": rootVenvImage},
 			testenv.HostileSdistName, "is not writable by the unprivileged install user 10002"},
 		{"system python", map[string]any{"type": "image", "image": runtimeBase, "python_path": "/usr/bin/python3"},
 			"pyboxother", "site-packages /usr/local/lib/python3.11/dist-packages is not writable by the unprivileged install user 10002"},

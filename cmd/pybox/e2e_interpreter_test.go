@@ -29,7 +29,6 @@ COPY echo-args canned-answer /usr/local/bin/
 RUN chown root:root /usr/local/bin/echo-args /usr/local/bin/canned-answer
 USER 10001:10001
 `
-	impostorImage = "pybox-test-impostors:latest"
 )
 
 // TestConfigureRefusesNonCPython: an interpreter that is not CPython is a
@@ -38,10 +37,11 @@ USER 10001:10001
 // it. (Before the check, `python_path: "true"` was accepted, after which
 // every program "succeeded" with no output and installs "succeeded".)
 func TestConfigureRefusesNonCPython(t *testing.T) {
-	layerTest(t)
 	eng := testenv.Docker(t)
-	testenv.RuntimeImage(t, eng, "base")
-	testenv.BuildImage(t, eng, impostorImage, impostorDockerfile, map[string]string{"echo-args": echoArgs, "canned-answer": cannedAnswer})
+	layerTest(t, func() {
+		testenv.RuntimeImage(t, eng, "base")
+		testenv.BuildImage(t, eng, impostorImage, impostorDockerfile, map[string]string{"echo-args": echoArgs, "canned-answer": cannedAnswer})
+	})
 	s := packageServer(t, testenv.Wheelhouse(t), testAllowedImages)
 	tests := []struct {
 		name, image, python, wantErr string
@@ -127,10 +127,10 @@ func savedState(t *testing.T, stateDir string) savedEnvironment {
 // absolute interpreter the probe ran (sys.executable) in the state file;
 // for conda that is the env's python, not conda.
 func TestConfigureRecordsInterpreter(t *testing.T) {
-	layerTest(t)
+	parallelTest(t) // it installs nothing, and its image is its own (condaProbeImage): no layer-cache lock
 	eng := testenv.Docker(t)
 	testenv.RuntimeImage(t, eng, "base")
-	testenv.BuildImage(t, eng, "pybox-test-conda:latest", condaDockerfile, map[string]string{"conda": condaScript})
+	testenv.BuildImage(t, eng, condaProbeImage, condaDockerfile, map[string]string{"conda": condaScript})
 	stateDir := t.TempDir()
 	s := startServer(t, "PYBOX_STATE_DIR="+stateDir, testAllowedImages)
 	tests := []struct {
@@ -141,7 +141,7 @@ func TestConfigureRecordsInterpreter(t *testing.T) {
 		{"image with system python", map[string]any{"type": "image", "image": runtimeBase, "python_path": "/usr/bin/python3"}, "/usr/bin/python3"},
 		{"image with python3 on PATH", map[string]any{"type": "image", "image": runtimeBase}, "/opt/venv/bin/python3"},
 		{"venv-uv default", map[string]any{"type": "venv-uv"}, "/opt/venv/bin/python"},
-		{"conda", map[string]any{"type": "conda", "conda_name": "ds", "image": "pybox-test-conda:latest"}, "/opt/conda-envs/ds/bin/python"},
+		{"conda", map[string]any{"type": "conda", "conda_name": "ds", "image": condaProbeImage}, "/opt/conda-envs/ds/bin/python"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,13 +18,15 @@ import (
 // content; may be nil) in a tar build context, and removes it when the
 // test ends. Call it before anything that commits layers on it (servers,
 // installers), so those, removed by their own later cleanups, go first.
-// The test holds the layer-cache lock (LockLayerCache) from here to its
-// end: two test processes building the same Dockerfile share its build
-// cache, and one's removal of its image pruned the intermediate image the
-// other's build was using ("No such image").
+// The tag must be the test's own (no other test, process or suite on the
+// daemon builds or uses it); the build then needs no layer-cache lock: its
+// first step after FROM is a label of its own, so no other build shares
+// its build cache (two test processes building the same Dockerfile did,
+// and one's removal of its image pruned the intermediate image the other's
+// build was using: "No such image").
 func BuildImage(t testing.TB, eng *engine.Client, tag, dockerfile string, executables map[string]string) {
 	t.Helper()
-	LockLayerCache(t, eng)
+	dockerfile = ownBuild(t, dockerfile)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(name, body string, mode int64) {
@@ -49,4 +55,21 @@ func BuildImage(t testing.TB, eng *engine.Client, tag, dockerfile string, execut
 	if err := eng.BuildImage(t.Context(), &buf, "Dockerfile", tag, nil, map[string]string{"pybox.test": "true"}, nil); err != nil {
 		t.Fatalf("build %s: %v", tag, err)
 	}
+}
+
+// ownBuild adds a label with a fresh value after dockerfile's first FROM.
+func ownBuild(t testing.TB, dockerfile string) string {
+	t.Helper()
+	lines := strings.SplitAfter(dockerfile, "\n")
+	for i, l := range lines {
+		if f := strings.Fields(l); len(f) > 0 && strings.EqualFold(f[0], "FROM") {
+			label := fmt.Sprintf("LABEL pybox.test.build=%d-%d\n", os.Getpid(), time.Now().UnixNano())
+			if !strings.HasSuffix(l, "\n") {
+				label = "\n" + label
+			}
+			return strings.Join(slices.Insert(lines, i+1, label), "")
+		}
+	}
+	t.Fatalf("the test image's Dockerfile has no FROM:\n%s", dockerfile)
+	return ""
 }
