@@ -22,8 +22,16 @@ type EvalRow struct {
 	PerSecond float64 `json:"samples_per_s"`
 	NotPassed int     `json:"not_passed"`                    // samples that should pass and did not
 	Floor     float64 `json:"floor_samples_per_s,omitempty"` // -eval-floor: the floor's rate measured beside this row
-	Note      string  `json:"note,omitempty"`
-	Skipped   string  `json:"skipped,omitempty"`
+	// -eval-floor, on Linux: the host's busy CPU time over the row per
+	// sample (every process's: on a shared host others' work counts too),
+	// and the 1-minute load average at its start and end.
+	HostCPUms float64 `json:"host_cpu_ms_per_sample,omitempty"`
+	// ClientCPUms: of it, the client's (the bench's own API calls, the
+	// docker CLI, or pybox eval) per sample.
+	ClientCPUms float64   `json:"client_cpu_ms_per_sample,omitempty"`
+	Load        []float64 `json:"load,omitempty"` // start, end
+	Note        string    `json:"note,omitempty"`
+	Skipped     string    `json:"skipped,omitempty"`
 }
 
 // EvalReport is `pybox bench --eval`'s JSON form.

@@ -44,24 +44,34 @@ type floorBench struct {
 // shared machine the load drifts over minutes.
 func (b *floorBench) run(ctx context.Context, dir string) []EvalRow {
 	var rows []EvalRow
-	floors := []EvalRow{b.floor(ctx)}
+	floors := []EvalRow{measured(func() EvalRow { return b.floor(ctx) })}
 	for _, per := range []int{1, 5} {
 		fmt.Fprintf(b.stderr, "bench: pybox eval --problems, %d problems x %d samples, -j %d\n", floorProblems, per, b.jobs)
-		rows = append(rows, b.evalProblems(ctx, dir, per))
-		floors = append(floors, b.floor(ctx))
+		rows = append(rows, measured(func() EvalRow { return b.evalProblems(ctx, dir, per) }))
+		floors = append(floors, measured(func() EvalRow { return b.floor(ctx) }))
 	}
 	code := "def f():\n    return 1\n\ndef check(c):\n    assert c() == 1\n\ncheck(f)\n"
 	fmt.Fprintf(b.stderr, "bench: docker run --rm, %d at once\n", b.jobs)
-	rows = append(rows, b.parallel(ctx, "docker run --rm, "+fmt.Sprint(b.jobs)+" at once", floorProblems, func() error {
-		args := []string{"run", "--rm", "--network", "none"}
-		if b.runtime != "" {
-			args = append(args, "--runtime", b.runtime)
-		}
-		return exec.CommandContext(ctx, "docker", append(args, b.image, "/opt/venv/bin/python", "-c", code)...).Run()
+	rows = append(rows, measured(func() EvalRow {
+		return b.parallel(ctx, "docker run --rm, "+fmt.Sprint(b.jobs)+" at once", floorProblems, func() error {
+			args := []string{"run", "--rm", "--network", "none"}
+			if b.runtime != "" {
+				args = append(args, "--runtime", b.runtime)
+			}
+			return exec.CommandContext(ctx, "docker", append(args, b.image, "/opt/venv/bin/python", "-c", code)...).Run()
+		})
 	}))
-	floors = append(floors, b.floor(ctx))
+	floors = append(floors, measured(func() EvalRow { return b.floor(ctx) }))
 	total := EvalRow{Name: "floor: create+start+wait+remove `true`, " + fmt.Sprint(b.jobs) + " at once"}
+	cpu, client := 0.0, 0.0
 	for i, f := range floors {
+		cpu += f.HostCPUms * float64(f.Samples)
+		client += f.ClientCPUms * float64(f.Samples)
+		if len(f.Load) == 2 && len(total.Load) == 0 {
+			total.Load = f.Load
+		} else if len(f.Load) == 2 { // the lowest and the highest of the parts
+			total.Load = []float64{min(total.Load[0], f.Load[0], f.Load[1]), max(total.Load[1], f.Load[0], f.Load[1])}
+		}
 		if i < len(rows) && f.PerSecond > 0 && floors[i+1].PerSecond > 0 {
 			rows[i].Floor = round((f.PerSecond + floors[i+1].PerSecond) / 2)
 		}
@@ -70,9 +80,25 @@ func (b *floorBench) run(ctx context.Context, dir string) []EvalRow {
 	}
 	if total.Skipped == "" {
 		total.Seconds, total.PerSecond = round(total.Seconds), round(float64(total.Samples)/total.Seconds)
+		total.HostCPUms, total.ClientCPUms = round(cpu/float64(total.Samples)), round(client/float64(total.Samples))
 		total.Note = fmt.Sprintf("in %d parts, before, between and after the rows above", len(floors))
 	}
 	return append(rows, total)
+}
+
+// measured runs row and adds the host's CPU time per sample and the load
+// over it (none where hostCPU cannot read them).
+func measured(row func() EvalRow) EvalRow {
+	busy0, load0, ok0 := hostCPU()
+	client0 := clientCPU()
+	r := row()
+	busy1, load1, ok1 := hostCPU()
+	if ok0 && ok1 && r.Samples > 0 && r.Skipped == "" {
+		r.HostCPUms = round(1000 * (busy1 - busy0) / float64(r.Samples))
+		r.ClientCPUms = round(1000 * (clientCPU() - client0) / float64(r.Samples))
+		r.Load = []float64{load0, load1}
+	}
+	return r
 }
 
 // floor measures a quarter of the floor's containers.
@@ -173,7 +199,11 @@ func benchEvalFloor(ctx context.Context, a *app.App, forward []string, jsonOut s
 	b := &floorBench{self: self, forward: forward, image: a.Image, runtime: a.Config.Runtime, jobs: max(a.Config.MaxConcurrent, 1), eng: a.Engine, stderr: stderr}
 	rep := EvalReport{Image: a.Image, Rows: b.run(ctx, dir)}
 	for i := range rep.Rows {
-		if r := &rep.Rows[i]; r.Floor > 0 && r.Skipped == "" {
+		r := &rep.Rows[i]
+		if r.HostCPUms > 0 && len(r.Load) == 2 {
+			r.Note = fmt.Sprintf("host CPU %.0f ms/sample (client %.1f), load %.0f-%.0f; ", r.HostCPUms, r.ClientCPUms, r.Load[0], r.Load[1]) + r.Note
+		}
+		if r.Floor > 0 && r.Skipped == "" {
 			r.Note = fmt.Sprintf("%.0f%% of the floor's rate beside it (%.1f/s); ", 100*r.PerSecond/r.Floor, r.Floor) + r.Note
 		}
 	}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package bench
+
+// hostCPU: the host's busy CPU time is read on Linux only.
+func hostCPU() (busy, load float64, ok bool) { return 0, 0, false }
+
+// clientCPU: read on Linux only.
+func clientCPU() float64 { return 0 }
