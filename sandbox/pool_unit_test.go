@@ -313,3 +313,19 @@ func TestPoolUnitUpcomingBoundsFills(t *testing.T) {
 	pl.done(stubProgram)
 	eventually(t, "the floor, refilled once the count is unknown", func() bool { return pl.ready() == 4 })
 }
+
+// TestPoolUnitKeyHasTheRunner: a warm container started with one start of
+// the runner (source, or compiled for an image) is never handed to a run
+// that asks for another.
+func TestPoolUnitKeyHasTheRunner(t *testing.T) {
+	src := Program{Image: "a", Workspace: "/ws"}
+	compiled, other := src, src
+	compiled.Runner, other.Runner = []string{"-c", "compiled"}, []string{"-c", "other"}
+	keys := map[string]bool{poolKey(src): true, poolKey(compiled): true, poolKey(other): true}
+	if len(keys) != 3 {
+		t.Errorf("%d pool keys for three starts of the runner; want 3", len(keys))
+	}
+	if again := compiled; poolKey(again) != poolKey(compiled) {
+		t.Error("the same start of the runner has two keys")
+	}
+}

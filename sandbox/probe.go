@@ -12,6 +12,10 @@ import (
 // probeTimeout bounds a probe; it only starts an interpreter and prints.
 const probeTimeout = 60 * time.Second
 
+// probeOutput is the least stdout a probe keeps, whatever the programs'
+// output cap (a compiled runner is ~60 KB: images.CompileRunnerProbe).
+const probeOutput = 1 << 20
+
 // Probe runs a short trusted snippet with python in image, under the same
 // security profile as user programs but with no workspace, and returns its
 // stdout. A non-zero exit is an error carrying stderr.
@@ -24,7 +28,7 @@ func (s *Sandbox) Probe(ctx context.Context, image string, python []string, code
 	defer s.slots.Release(1)
 	plan := s.plan(Program{Image: image, Python: python}, "")
 	plan.Cmd = append(append([]string{}, python...), "-c", code)
-	stdout := &capBuffer{max: s.cfg.Limits.OutputBytes}
+	stdout := &capBuffer{max: max(s.cfg.Limits.OutputBytes, probeOutput)}
 	stderr := &capBuffer{max: 16 << 10}
 	spec := engine.Spec{Name: s.owner.ContainerName("probe"), Timeout: probeTimeout, Stdout: stdout, Stderr: stderr}
 	spec.Config, spec.Host = ContainerConfig(plan)

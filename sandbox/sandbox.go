@@ -219,8 +219,11 @@ func (s *Sandbox) Image() string { return s.cfg.Image }
 
 // Program is one thing to run.
 type Program struct {
-	Image     string        // "" = the sandbox's default image
-	Python    []string      // interpreter argv; nil = the runtime venv's python
+	Image  string   // "" = the sandbox's default image
+	Python []string // interpreter argv; nil = the runtime venv's python
+	// Runner is the argv that starts the runner after Python (nil:
+	// images.RunnerArgs(); images.CompiledRunnerArgs for Image and Python).
+	Runner    []string
 	Workspace string        // host directory mounted at /workspace (the code storage)
 	File      string        // program path relative to Workspace
 	Stdin     *string       // nil: no stdin, so input() raises EOFError at once
@@ -466,7 +469,11 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	if len(python) == 0 {
 		python = []string{images.VenvPython}
 	}
-	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), mode)
+	runner := p.Runner
+	if len(runner) == 0 {
+		runner = images.RunnerArgs()
+	}
+	cmd := append(append(append([]string{}, python...), runner...), mode)
 	env := map[string]string{
 		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",

@@ -273,5 +273,20 @@ func (e evalBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result
 	return e.a.Sandbox.Run(ctx, p)
 }
 
+// Runner compiles the runner with env's interpreter, in one probe
+// container for the batch, so that no sample's container compiles it
+// (~10 ms of CPU each); nil (each compiles it) when that fails.
+func (e evalBackend) Runner(ctx context.Context, env images.Environment) []string {
+	out, err := e.a.Sandbox.Probe(ctx, env.Ref(), append(env.RunPython(), "-I", "-S"), images.CompileRunnerProbe())
+	if err == nil {
+		var args []string
+		if args, err = images.CompiledRunnerArgs(out); err == nil {
+			return args
+		}
+	}
+	e.a.Log.Info("the runner could not be compiled ahead; each sample's container compiles it", "err", err)
+	return nil
+}
+
 // Upcoming: the warm pool starts no container past the runs still to come.
 func (e evalBackend) Upcoming(n int) { e.a.Sandbox.Upcoming(n) }

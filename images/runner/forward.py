@@ -22,7 +22,6 @@ supervisor, which the program cannot reach):
 """
 import os
 import select
-import threading
 
 EGRESS_MAX = 64  # connections relayed at once; more wait in the listen queue (egressmux.DefaultStreams)
 EGRESS_WINDOW = 64 << 10  # bytes in flight per stream and direction (egressmux.DefaultWindow)
@@ -57,6 +56,8 @@ def egress_start(ls, path, send=None, watch=None, unwatch=None):
     unwatch (the install's download step relays in threads)."""
     if path == "channel":
         return Channel(ls, send, watch, unwatch)
+    global threading
+    import threading  # only here: a run without egress threads spares its import
     slots = threading.BoundedSemaphore(EGRESS_MAX)
     threading.Thread(target=_egress_accept, args=(ls, path, slots), daemon=True).start()
     return None

@@ -59,11 +59,10 @@ at once, and every process of the container with it; so does a supervisor
 that pybox never spoke to within GREET seconds of its start (a pod that its
 server, killed meanwhile, created but never attached to).
 """
+import _signal as signal
 import gc
-import json
 import os
 import select
-import signal
 import sys
 import time
 
@@ -245,7 +244,7 @@ class Supervisor:
                 if self.egress is not None:
                     self.egress.message(body)
                 continue
-            self.request(json.loads(body))
+            self.request(json_loads(body))
         self.inbuf = buf[pos:]
 
     def request(self, req):
@@ -264,7 +263,7 @@ class Supervisor:
                 code = req.get("code") or ""
             why = guard_violation(code, guard.get("rules") or {})
             if why is not None:  # the program never reaches the worker
-                frame(self.nonce, "policy", json.dumps(why).encode())
+                frame(self.nonce, "policy", json_dumps(why).encode())
                 if self.once:
                     os._exit(0)
                 return
@@ -276,7 +275,7 @@ class Supervisor:
             self.attest = os.urandom(16).hex()
             req["attest"] = self.attest
         self.served = True
-        body = json.dumps(req).encode()
+        body = json_dumps(req).encode()
         self.pending += b"%d\n" % len(body) + body
 
     def feed(self, fd):
@@ -310,7 +309,7 @@ class Supervisor:
     def forward_reply(self, reply):
         if not self.replies:
             self.poller.register(self.reply_w, select.POLLOUT)
-        self.replies += json.dumps(reply).encode() + b"\n"
+        self.replies += json_dumps(reply).encode() + b"\n"
 
     def reply(self, fd):
         try:
@@ -350,7 +349,7 @@ class Supervisor:
             frame(self.nonce, kind, chunk)
 
     def verdict(self, code):
-        frame(self.nonce, "done", json.dumps({"code": code, "dropped": self.dropped}).encode())
+        frame(self.nonce, "done", json_dumps({"code": code, "dropped": self.dropped}).encode())
 
     def drain(self):
         """Frame what the worker wrote before it said done or exited."""

@@ -8,18 +8,16 @@ normal way ends the worker in `once` mode (exit status = the program's,
 after non-daemon threads and atexit handlers, as under python); in `kernel`
 mode the worker reports each program's status on its control pipe.
 """
+import _signal as signal  # the module's functions without its enums (signal imports enum, ~2 ms per start)
 import atexit
-import base64
+import binascii
 import gc
 import importlib.machinery
 import io
-import json
 import marshal
 import os
-import signal
 import site
 import sys
-import threading
 import types
 
 os.environ["MPLBACKEND"] = "Agg"
@@ -50,8 +48,48 @@ def text_stream(fd, like):
     return io.TextIOWrapper(FullWriter(fd), encoding=like.encoding, errors=like.errors, write_through=True)
 
 
+def json_codec():
+    """loads and dumps as the json package's (UTF-8 bytes or str in; ASCII
+    out, its default separators), made of its C parts (_json) without
+    importing the package, which imports re and compiles its patterns
+    (~5 ms of every runner's start). Where those parts are missing or do
+    not answer as json would, the json package's own."""
+    try:
+        import _json
+        scan = _json.make_scanner(types.SimpleNamespace(
+            strict=True, object_hook=None, object_pairs_hook=None, parse_float=float, parse_int=int,
+            parse_constant={"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__))
+
+        def unserializable(o):
+            raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+        encode = _json.make_encoder(None, unserializable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+        def dumps(obj):
+            return "".join(encode(obj, 0))
+
+        def loads(data):
+            s = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+            try:
+                obj, end = scan(s, 0)
+            except StopIteration as e:
+                raise ValueError("not JSON at character %s" % e.value) from None
+            if s[end:].strip(" \t\n\r"):
+                raise ValueError("not JSON: extra data at character %d" % end)
+            return obj
+        sample = {"a": [1, -2.5, "\u00e9\n\"", None, True, False], "b": {}}
+        if dumps(sample) != '{"a": [1, -2.5, "\\u00e9\\n\\"", null, true, false], "b": {}}' or loads(dumps(sample).encode()) != sample:
+            raise ValueError("_json differs")
+        return loads, dumps
+    except Exception:
+        import json
+        return json.loads, json.dumps
+
+
+json_loads, json_dumps = json_codec()
+
+
 # Modules of the standard library the runner needs only now and then
-# (tracebacks, zip and folder programs). With a workspace that other runs
+# (tracebacks, zip and folder programs, threads). With a workspace that other runs
 # write too (code storage, sessions), the runner imports them before any
 # request (preload), so that no file planted there shadows them or what
 # they import, even for a program that imports them itself. A private
@@ -59,7 +97,7 @@ def text_stream(fd, like):
 # holds only what its one program writes: there each is imported when
 # first needed, through stdlib, which spares every container their import
 # (~7 ms of CPU of the ~50 ms its runner costs).
-LAZY = ("linecache", "pkgutil", "runpy", "tokenize", "traceback")
+LAZY = ("linecache", "pkgutil", "runpy", "threading", "tokenize", "traceback")
 
 
 def preload():
@@ -222,7 +260,7 @@ def read_request(f):
         if not c:
             return None
         body += c
-    return json.loads(body)
+    return json_loads(body)
 
 
 def feed_stdin(text):
@@ -242,7 +280,7 @@ def feed_stdin(text):
                 pass  # the program stopped reading its input
             finally:
                 os.close(w)
-        threading.Thread(target=write, daemon=True).start()
+        stdlib("threading").Thread(target=write, daemon=True).start()
     os.dup2(fd, 0)
     os.close(fd)
     sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False), encoding="utf-8")
@@ -279,7 +317,7 @@ def run_once(requests, ctl, channel):
             return 2
     init = req.get("variables") or None  # bound as globals before the program runs
     if req.get("text") is not None:  # the file as pybox read and checked it: path is only its name
-        data = base64.b64decode(req["text"])
+        data = binascii.a2b_base64(req["text"])
         if is_zip(data):
             runpy = stdlib("runpy")
             return finish_once(guarded(lambda: runpy.run_path(private_copy(data), init_globals=init, run_name="__main__"), path, outputs), None)
@@ -401,11 +439,15 @@ def finish_once(status, main):
     call, which CPython does not promise either. A program that leaves a
     large heap gets the interpreter's own exit instead: finding its open
     files would take memory in proportion to it."""
+    # threading: only once imported (by the program, or for its stdin), as
+    # the interpreter's exit waits for its threads only then.
+    threading = sys.modules.get("threading")
     shutdown, exitfuncs = getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)
-    if shutdown is None or exitfuncs is None:
+    if (threading is not None and shutdown is None) or exitfuncs is None:
         return status  # an interpreter without them: its own exit
     try:
-        shutdown()
+        if shutdown is not None:
+            shutdown()
     except BaseException:
         pass  # as at exit: the status stands
     exitfuncs()
@@ -545,7 +587,7 @@ def install_tools(names, channel):
     if mod is None:
         mod = types.ModuleType("pybox_tools")
         mod.__doc__ = "Call the tools of pybox's downstream MCP servers from Python."
-        lock = threading.Lock()
+        lock = stdlib("threading").Lock()
         state = {"id": 0, "buf": b""}
 
         def read_reply():
@@ -555,14 +597,14 @@ def install_tools(names, channel):
                     raise MCPToolError("the tool channel is closed")
                 state["buf"] += chunk
             line, state["buf"] = state["buf"].split(b"\n", 1)
-            return json.loads(line)
+            return json_loads(line)
 
         def call_mcp_tool(name, **params):
             """Call a downstream tool by its qualified name, SERVER.TOOL, with
             keyword arguments; return its result as a Python value."""
             with lock:
                 state["id"] += 1
-                msg = json.dumps({"id": state["id"], "tool": str(name), "args": params}).encode() + b"\n"
+                msg = json_dumps({"id": state["id"], "tool": str(name), "args": params}).encode() + b"\n"
                 view = memoryview(msg)
                 while view:
                     view = view[os.write(call_w, view):]

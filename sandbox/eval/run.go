@@ -35,6 +35,13 @@ type Backend interface {
 // be asked to run (its warm pool then starts no container past them).
 type upcomer interface{ Upcoming(n int) }
 
+// compiler is a Backend that can start the runner compiled ahead for an
+// environment (images.CompiledRunnerArgs), once for the batch instead of
+// in every sample's container; nil when it cannot.
+type compiler interface {
+	Runner(ctx context.Context, env images.Environment) []string
+}
+
 // Options configure Run. The zero value (with a Backend) runs one sample
 // at a time and reports nothing.
 type Options struct {
@@ -83,8 +90,9 @@ type runner struct {
 // preparedEnv is the environment a group of samples runs in, or why
 // there is none.
 type preparedEnv struct {
-	env images.Environment
-	err error
+	env    images.Environment
+	runner []string // the runner's start (nil: images.RunnerArgs)
+	err    error
 }
 
 func (r *runner) run(ctx context.Context, out chan<- Outcome) {
@@ -154,7 +162,31 @@ func (r *runner) prepare(ctx context.Context) error {
 		}
 		r.envs[s.envKey] = preparedEnv{env: env, err: err}
 	}
+	r.compile(ctx)
 	return nil
+}
+
+// compile asks the backend for the runner compiled ahead, once per image
+// and interpreter of the prepared environments.
+func (r *runner) compile(ctx context.Context) {
+	c, ok := r.opts.Backend.(compiler)
+	if !ok {
+		return
+	}
+	done := map[string][]string{}
+	for key, pe := range r.envs {
+		if pe.err != nil {
+			continue
+		}
+		id := pe.env.Ref() + "\x00" + strings.Join(pe.env.RunPython(), "\x00")
+		runner, ok := done[id]
+		if !ok {
+			runner = c.Runner(ctx, pe.env)
+			done[id] = runner
+		}
+		pe.runner = runner
+		r.envs[key] = pe
+	}
 }
 
 func (r *runner) install(ctx context.Context, env images.Environment, reqs []string) (images.Environment, error) {
@@ -290,7 +322,7 @@ func (r *runner) runOnce(ctx context.Context, s *Sample) (Result, error) {
 		res.Error, res.ExitCode, res.Message = ErrorPolicy, -1, err.Error()+"; nothing ran"
 		return res, nil
 	}
-	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), File: "main.py", Source: s.Code,
+	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), Runner: pe.runner, File: "main.py", Source: s.Code,
 		Stdin: s.Stdin, Test: s.Test, Timeout: s.timeout, Guard: guard}
 	if len(s.Cases) > 0 {
 		return r.runCases(ctx, res, p, s)

@@ -175,3 +175,65 @@ func TestRunTellsUpcoming(t *testing.T) {
 		t.Errorf("told %v; want %v", b.told, want)
 	}
 }
+
+// compilingBackend compiles the runner ahead: each image's start is its
+// own, and it counts the compilations.
+type compilingBackend struct {
+	fakeBackend
+	mu       sync.Mutex
+	compiled []string // images, in order
+	runners  []string // each run's runner start
+}
+
+func (b *compilingBackend) Environment(_ context.Context, variant string) (images.Environment, error) {
+	return images.Environment{Image: "img-" + variant}, nil
+}
+
+func (b *compilingBackend) Runner(_ context.Context, env images.Environment) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.compiled = append(b.compiled, env.Ref())
+	return []string{"compiled for " + env.Ref()}
+}
+
+func (b *compilingBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result, error) {
+	b.mu.Lock()
+	b.runners = append(b.runners, p.Image+" "+strings.Join(p.Runner, " "))
+	b.mu.Unlock()
+	return b.fakeBackend.Run(ctx, p)
+}
+
+// TestRunCompilesRunnerOnce: a backend that compiles the runner ahead is
+// asked once per image and interpreter of the batch, and every sample's
+// program starts the runner so compiled for its own image.
+func TestRunCompilesRunnerOnce(t *testing.T) {
+	b := &compilingBackend{}
+	var samples []*Sample
+	for i := range 6 {
+		s := sampleOf(i, "ok")
+		if i%2 == 1 {
+			s.Environment = "other"
+		}
+		samples = append(samples, s)
+	}
+	for _, o := range collect(Run(t.Context(), samples, Options{Backend: b, Jobs: 3})) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slices.Sort(b.compiled)
+	if want := []string{"img-", "img-other"}; !slices.Equal(b.compiled, want) {
+		t.Errorf("compiled for %v; want each image once: %v", b.compiled, want)
+	}
+	for _, r := range b.runners {
+		image, runner, _ := strings.Cut(r, " ")
+		if runner != "compiled for "+image {
+			t.Errorf("a program of %s started the runner with %q", image, runner)
+		}
+	}
+	if len(b.runners) != len(samples) {
+		t.Errorf("%d runs; want %d", len(b.runners), len(samples))
+	}
+}
