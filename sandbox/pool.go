@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -105,12 +103,12 @@ func (pl *pool) started(key string, now time.Time) {
 	d.running++
 }
 
-// poolKey is what a warm container must match: image, interpreter, the
-// runner's start and the mounted workspace (limits and runtime are the
-// Sandbox's own).
+// poolKey is what a warm container must match: image, interpreter and the
+// mounted workspace (limits and runtime are the Sandbox's own). How its
+// runner started (Program.Runner: from source, or compiled ahead for that
+// image and interpreter) is not: the same runner runs either way.
 func poolKey(p Program) string {
-	runner := sha256.Sum256([]byte(strings.Join(p.Runner, "\x00")))
-	return p.Image + "\x00" + strings.Join(p.Python, "\x00") + "\x00" + hex.EncodeToString(runner[:8]) + "\x00" + p.Workspace + "\x00" + strconv.FormatBool(p.scratch()) + "\x00" + strconv.FormatBool(p.egress())
+	return p.Image + "\x00" + strings.Join(p.Python, "\x00") + "\x00" + p.Workspace + "\x00" + strconv.FormatBool(p.scratch()) + "\x00" + strconv.FormatBool(p.egress())
 }
 
 // pooled: runs of p may use warm containers (those with a workspace of

@@ -274,8 +274,9 @@ func (e evalBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result
 }
 
 // Runner compiles the runner with env's interpreter, in one probe
-// container for the batch, so that no sample's container compiles it
-// (~10 ms of CPU each); nil (each compiles it) when that fails.
+// container for the batch (beside its first samples), so that the
+// samples' containers do not compile it (~10 ms of CPU each); nil (each
+// compiles it) when that fails or the batch ends first.
 func (e evalBackend) Runner(ctx context.Context, env images.Environment) []string {
 	out, err := e.a.Sandbox.Probe(ctx, env.Ref(), append(env.RunPython(), "-I", "-S"), images.CompileRunnerProbe())
 	if err == nil {
@@ -284,7 +285,9 @@ func (e evalBackend) Runner(ctx context.Context, env images.Environment) []strin
 			return args
 		}
 	}
-	e.a.Log.Info("the runner could not be compiled ahead; each sample's container compiles it", "err", err)
+	if ctx.Err() == nil { // not the batch ending first
+		e.a.Log.Info("the runner could not be compiled ahead; each sample's container compiles it", "err", err)
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pybox-dev/pybox/images"
@@ -90,9 +91,22 @@ type runner struct {
 // preparedEnv is the environment a group of samples runs in, or why
 // there is none.
 type preparedEnv struct {
-	env    images.Environment
-	runner []string // the runner's start (nil: images.RunnerArgs)
+	env images.Environment
+	// runner is the runner's start once compiled ahead for env's image and
+	// interpreter (see compile); nil, or unset: images.RunnerArgs.
+	runner *atomic.Pointer[[]string]
 	err    error
+}
+
+// start is the runner's start for a program of pe now (nil: from source).
+func (pe preparedEnv) start() []string {
+	if pe.runner == nil {
+		return nil
+	}
+	if p := pe.runner.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (r *runner) run(ctx context.Context, out chan<- Outcome) {
@@ -107,6 +121,9 @@ func (r *runner) run(ctx context.Context, out chan<- Outcome) {
 	if u, ok := r.opts.Backend.(upcomer); ok {
 		defer u.Upcoming(-1) // unknown again, for whatever runs next on the backend
 	}
+	compileCtx, stopCompile := context.WithCancel(ctx)
+	defer r.compile(compileCtx)() // after stopCompile: a batch done before its compile does not wait for it
+	defer stopCompile()
 	r.runAll(ctx, out)
 }
 
@@ -162,31 +179,41 @@ func (r *runner) prepare(ctx context.Context) error {
 		}
 		r.envs[s.envKey] = preparedEnv{env: env, err: err}
 	}
-	r.compile(ctx)
 	return nil
 }
 
-// compile asks the backend for the runner compiled ahead, once per image
-// and interpreter of the prepared environments.
-func (r *runner) compile(ctx context.Context) {
+// compile asks the backend, in the background, for the runner compiled
+// ahead, once per image and interpreter of the prepared environments; the
+// samples started before it is there start the runner from its source
+// (the same runner either way, so their verdicts are the same). The
+// returned function waits for the compilations.
+func (r *runner) compile(ctx context.Context) (wait func()) {
+	var wg sync.WaitGroup
 	c, ok := r.opts.Backend.(compiler)
 	if !ok {
-		return
+		return wg.Wait
 	}
-	done := map[string][]string{}
+	started := map[string]*atomic.Pointer[[]string]{}
 	for key, pe := range r.envs {
 		if pe.err != nil {
 			continue
 		}
 		id := pe.env.Ref() + "\x00" + strings.Join(pe.env.RunPython(), "\x00")
-		runner, ok := done[id]
+		runner, ok := started[id]
 		if !ok {
-			runner = c.Runner(ctx, pe.env)
-			done[id] = runner
+			runner = new(atomic.Pointer[[]string])
+			started[id] = runner
+			env := pe.env
+			wg.Go(func() {
+				if args := c.Runner(ctx, env); args != nil {
+					runner.Store(&args)
+				}
+			})
 		}
 		pe.runner = runner
 		r.envs[key] = pe
 	}
+	return wg.Wait
 }
 
 func (r *runner) install(ctx context.Context, env images.Environment, reqs []string) (images.Environment, error) {
@@ -322,7 +349,7 @@ func (r *runner) runOnce(ctx context.Context, s *Sample) (Result, error) {
 		res.Error, res.ExitCode, res.Message = ErrorPolicy, -1, err.Error()+"; nothing ran"
 		return res, nil
 	}
-	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), Runner: pe.runner, File: "main.py", Source: s.Code,
+	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), Runner: pe.start(), File: "main.py", Source: s.Code,
 		Stdin: s.Stdin, Test: s.Test, Timeout: s.timeout, Guard: guard}
 	if len(s.Cases) > 0 {
 		return r.runCases(ctx, res, p, s)
