@@ -28,7 +28,10 @@ type EvalRow struct {
 	HostCPUms float64 `json:"host_cpu_ms_per_sample,omitempty"`
 	// ClientCPUms: of it, the client's (the bench's own API calls, the
 	// docker CLI, or pybox eval) per sample.
-	ClientCPUms float64   `json:"client_cpu_ms_per_sample,omitempty"`
+	ClientCPUms float64 `json:"client_cpu_ms_per_sample,omitempty"`
+	// DaemonCPUms: the daemon's (dockerd, containerd) and the containers'
+	// processes' per sample (see daemonCPU).
+	DaemonCPUms float64   `json:"daemon_cpu_ms_per_sample,omitempty"`
 	Load        []float64 `json:"load,omitempty"` // start, end
 	Note        string    `json:"note,omitempty"`
 	Skipped     string    `json:"skipped,omitempty"`

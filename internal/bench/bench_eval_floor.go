@@ -63,10 +63,11 @@ func (b *floorBench) run(ctx context.Context, dir string) []EvalRow {
 	}))
 	floors = append(floors, measured(func() EvalRow { return b.floor(ctx) }))
 	total := EvalRow{Name: "floor: create+start+wait+remove `true`, " + fmt.Sprint(b.jobs) + " at once"}
-	cpu, client := 0.0, 0.0
+	cpu, client, daemon := 0.0, 0.0, 0.0
 	for i, f := range floors {
 		cpu += f.HostCPUms * float64(f.Samples)
 		client += f.ClientCPUms * float64(f.Samples)
+		daemon += f.DaemonCPUms * float64(f.Samples)
 		if len(f.Load) == 2 && len(total.Load) == 0 {
 			total.Load = f.Load
 		} else if len(f.Load) == 2 { // the lowest and the highest of the parts
@@ -80,7 +81,7 @@ func (b *floorBench) run(ctx context.Context, dir string) []EvalRow {
 	}
 	if total.Skipped == "" {
 		total.Seconds, total.PerSecond = round(total.Seconds), round(float64(total.Samples)/total.Seconds)
-		total.HostCPUms, total.ClientCPUms = round(cpu/float64(total.Samples)), round(client/float64(total.Samples))
+		total.HostCPUms, total.ClientCPUms, total.DaemonCPUms = round(cpu/float64(total.Samples)), round(client/float64(total.Samples)), round(daemon/float64(total.Samples))
 		total.Note = fmt.Sprintf("in %d parts, before, between and after the rows above", len(floors))
 	}
 	return append(rows, total)
@@ -91,11 +92,15 @@ func (b *floorBench) run(ctx context.Context, dir string) []EvalRow {
 func measured(row func() EvalRow) EvalRow {
 	busy0, load0, ok0 := hostCPU()
 	client0 := clientCPU()
+	daemon0, okd := daemonCPU()
 	r := row()
 	busy1, load1, ok1 := hostCPU()
 	if ok0 && ok1 && r.Samples > 0 && r.Skipped == "" {
 		r.HostCPUms = round(1000 * (busy1 - busy0) / float64(r.Samples))
 		r.ClientCPUms = round(1000 * (clientCPU() - client0) / float64(r.Samples))
+		if daemon1, ok := daemonCPU(); ok && okd {
+			r.DaemonCPUms = round(1000 * (daemon1 - daemon0) / float64(r.Samples))
+		}
 		r.Load = []float64{load0, load1}
 	}
 	return r
@@ -201,7 +206,8 @@ func benchEvalFloor(ctx context.Context, a *app.App, forward []string, jsonOut s
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		if r.HostCPUms > 0 && len(r.Load) == 2 {
-			r.Note = fmt.Sprintf("host CPU %.0f ms/sample (client %.1f), load %.0f-%.0f; ", r.HostCPUms, r.ClientCPUms, r.Load[0], r.Load[1]) + r.Note
+			r.Note = fmt.Sprintf("CPU ms/sample: host %.0f, daemon and containers %.0f, client %.1f; load %.0f-%.0f; ",
+				r.HostCPUms, r.DaemonCPUms, r.ClientCPUms, r.Load[0], r.Load[1]) + r.Note
 		}
 		if r.Floor > 0 && r.Skipped == "" {
 			r.Note = fmt.Sprintf("%.0f%% of the floor's rate beside it (%.1f/s); ", 100*r.PerSecond/r.Floor, r.Floor) + r.Note
