@@ -185,9 +185,14 @@ func TestEvalFlags(t *testing.T) {
 			t.Errorf("evalOmits names --%s, which is no setting", name)
 		}
 	}
-	for _, name := range []string{"egress-allow", "quota-mode", "code-storage-dir", "workspace-quota"} {
+	for _, name := range []string{"egress-allow", "workspace-quota"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("eval has not --%s", name)
+		}
+	}
+	for _, name := range []string{"quota-mode", "code-storage-dir"} { // its programs run in tmpfs workspaces (1d5cf42)
+		if fs.Lookup(name) != nil {
+			t.Errorf("eval has --%s, which it does not use", name)
 		}
 	}
 	serve := flag.NewFlagSet("serve", flag.ContinueOnError)
