@@ -311,9 +311,10 @@ func labelsJSON(specs []string) string {
 }
 
 // commitChanges are the Dockerfile instructions applied on commit: the
-// parent's command and user back, provenance labels, and the installer's
-// owner labels neutralised so containers from the image are not mistaken
-// for pybox's own.
+// parent's command and user back, provenance labels, and the install
+// container's instance labels (owner, lease, host, pid, role, uid) cleared
+// so containers from the image are not mistaken for pybox's own nor tied to
+// the server that installed.
 func commitChanges(env Environment, l layer, tenant string, now time.Time) []string {
 	labels := [][2]string{
 		{ocispec.AnnotationCreated, now.UTC().Format(time.RFC3339)},
@@ -321,8 +322,14 @@ func commitChanges(env Environment, l layer, tenant string, now time.Time) []str
 		{ocispec.AnnotationBaseImageDigest, l.parent.ID},
 		{ocispec.AnnotationDescription, "pybox package layer: " + strings.Join(l.specs, " ")},
 		{LabelKey, l.key}, {LabelRequirements, labelsJSON(l.all)}, {LabelDepth, strconv.Itoa(l.depth)},
-		{LabelEnvType, env.Type}, {LabelTenant, tenant}, {contract.LabelManaged, "image"}, {contract.LabelOwner, ""}, {contract.LabelPID, ""},
-		{contract.LabelHost, ""}, {contract.LabelRole, "package-layer"},
+		{LabelEnvType, env.Type}, {LabelTenant, tenant}, {contract.LabelManaged, "image"},
+	}
+	for _, k := range contract.InstanceLabels { // the install container's ties to its server
+		v := ""
+		if k == contract.LabelRole {
+			v = "package-layer"
+		}
+		labels = append(labels, [2]string{k, v})
 	}
 	changes := make([]string, 0, len(labels)+2)
 	for _, kv := range labels {

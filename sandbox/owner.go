@@ -37,14 +37,13 @@ func NewOwner() Owner {
 
 // Labels are the labels of a container with role created by this instance.
 func (o Owner) Labels(role string) map[string]string {
-	l := map[string]string{
+	// Every instance label is set, the lease and uid empty when there are
+	// none (labels sets the uid), so that none inherited from the image
+	// stands (contract.InstanceLabels).
+	return map[string]string{
 		LabelManaged: "true", LabelOwner: o.ID, LabelHost: o.Host,
-		LabelPID: strconv.Itoa(o.PID), LabelRole: role,
+		LabelPID: strconv.Itoa(o.PID), LabelRole: role, LabelLease: o.Lease, LabelUID: "",
 	}
-	if o.Lease != "" {
-		l[LabelLease] = o.Lease
-	}
-	return l
 }
 
 // ContainerName is unique per instance: pybox-<role>-<owner>-<n>.

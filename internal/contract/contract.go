@@ -39,12 +39,19 @@ const (
 const (
 	LabelManaged = "pybox.managed" // "true" on containers
 	LabelOwner   = "pybox.owner"   // the instance that created it
-	LabelLease   = "pybox.lease"   // that instance's lease file (absolute path); absent without a lease dir
+	LabelLease   = "pybox.lease"   // that instance's lease file (absolute path); empty without a lease dir
 	LabelHost    = "pybox.host"    // hostname of that instance (information only)
 	LabelPID     = "pybox.pid"     // its process id in its own PID namespace (information only)
 	LabelRole    = "pybox.role"    // run, pool, session, probe, install
-	LabelUID     = "pybox.uid"     // the container's own uid (SandboxUIDBase...), when it has one
+	LabelUID     = "pybox.uid"     // the container's own uid (SandboxUIDBase...); empty when it has none
 )
+
+// InstanceLabels tie a container to the instance that made it (and to its
+// own uid). Every container pybox creates sets each of them, empty when it
+// has none (no lease folder, no uid of its own), so that one inherited from
+// its image (a package layer, a user's image) never stands for it; a
+// package layer's commit clears them all.
+var InstanceLabels = []string{LabelOwner, LabelLease, LabelHost, LabelPID, LabelRole, LabelUID}
 
 // Hardened is the host configuration every pybox container starts from:
 // no capabilities, no privilege escalation, a private IPC namespace, no
