@@ -75,12 +75,25 @@ func TestStubs(t *testing.T) {
 	}
 }
 
+// TestMain removes the echo server's build, if a test made it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if echoDir != "" {
+		os.RemoveAll(echoDir)
+	}
+	os.Exit(code)
+}
+
+// echoDir holds the echo server's build (set by echoServer).
+var echoDir string
+
 // echoServer builds the test server once.
 var echoServer = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "pybox-echoserver-")
 	if err != nil {
 		return "", err
 	}
+	echoDir = dir
 	bin := filepath.Join(dir, "echoserver")
 	out, err := exec.Command("go", "build", "-o", bin, "./testdata/echoserver").CombinedOutput()
 	if err != nil {
