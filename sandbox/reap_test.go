@@ -135,15 +135,17 @@ func TestCloseEndsTheLease(t *testing.T) {
 	}
 }
 
-// TestNoLeaseDirReapsNothing: without a lease dir a sandbox labels no
-// lease and removes nothing, not even a gone owner's containers.
+// TestNoLeaseDirReapsNothing: without a lease dir a sandbox labels an
+// empty lease (set, so that none inherited from an image stands:
+// contract.InstanceLabels) and removes nothing, not even a gone owner's
+// containers.
 func TestNoLeaseDirReapsNothing(t *testing.T) {
 	dir := t.TempDir()
 	gone := released(t, openLeases(t, dir))
 	reaper, eng := newSandbox(t, sandbox.Config{WarmPool: -1})
 	id := createOwned(t, eng, gone.ID(), gone.Path())
-	if _, ok := reaper.Owner().Labels("run")[sandbox.LabelLease]; ok {
-		t.Errorf("labels %v; want no lease label", reaper.Owner().Labels("run"))
+	if l, ok := reaper.Owner().Labels("run")[sandbox.LabelLease]; !ok || l != "" {
+		t.Errorf("labels %v; want an empty lease label", reaper.Owner().Labels("run"))
 	}
 	if n, err := reaper.ReapOrphans(t.Context()); n != 0 || err != nil || !exists(t, eng, id) {
 		t.Errorf("reaped %d (%v), container exists=%v; want nothing removed", n, err, exists(t, eng, id))
