@@ -177,7 +177,8 @@ func (a *Account) refresh() error {
 // cannot read (which counts as over). A folder left out while it walked
 // (a run's output folder handed over, to be copied back) may have been
 // counted: it walks again, up to twice, rather than record that (the
-// copy-back would judge by it, and refuse even a small file).
+// copy-back would judge by it, and refuse even a small file); a third walk
+// in that case is recorded but not trusted (the next refresh measures).
 func (a *Account) measure() error {
 	a.walking.Lock()
 	defer a.walking.Unlock()
@@ -197,11 +198,13 @@ func (a *Account) measure() error {
 			return fmt.Errorf("measure the workspace: %w", err)
 		}
 		a.mu.Lock()
-		if a.skips != skips && again < 2 {
+		stale := a.skips != skips
+		if stale && again < 2 {
 			a.mu.Unlock()
 			continue
 		}
 		a.record(u, err, full, took)
+		a.force = stale // still a folder left out while it walked: measured again before it is trusted
 		if idle {
 			a.clean = gen
 		}
