@@ -94,6 +94,11 @@ type Installer struct {
 	// configured backend (Kubernetes pulls images, it cannot commit a
 	// container): every install that would build a layer fails with it.
 	Refuse error
+	// TempDir makes each install's staging folder (its wheelhouse copy and
+	// downloads); nil: os.MkdirTemp in the system's temporary folder,
+	// where a killed server's staging stays. The server's is its
+	// sandbox's (sandbox.Sandbox.TempDir), which goes with the server.
+	TempDir func(pattern string) (string, error)
 
 	group    singleflight.Group // one build per layer key at a time
 	budgetMu sync.Mutex         // one layer budget check and commit at a time

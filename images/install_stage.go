@@ -25,7 +25,11 @@ type staging struct {
 // (uid 10002, not the operator) could not read the wheelhouse, a copy of
 // it that it can.
 func (in *Installer) stage() (*staging, error) {
-	dir, err := os.MkdirTemp("", "pybox-install-")
+	mkdir := in.TempDir
+	if mkdir == nil {
+		mkdir = func(pattern string) (string, error) { return os.MkdirTemp("", pattern) }
+	}
+	dir, err := mkdir("pybox-install-")
 	if err != nil {
 		return nil, fmt.Errorf("install staging folder: %w", err)
 	}

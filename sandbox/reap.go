@@ -73,16 +73,32 @@ func (s *Sandbox) reapOwner(ctx context.Context, id string) (int, error) {
 	return n, l.Remove()
 }
 
-// removeRunsOf removes the run output folders a gone owner left (its
-// containers are gone, so nothing writes there any more).
+// removeRunsOf removes the run output and staging folders a gone owner
+// left (its containers are gone, so nothing writes there any more).
 func (s *Sandbox) removeRunsOf(id string) {
-	if s.cfg.RunsDir == "" {
-		return
+	for _, parent := range []string{s.cfg.RunsDir, s.cfg.StagingDir} {
+		if parent == "" {
+			continue
+		}
+		dir := filepath.Join(parent, id) // id is 32 hex digits (lease.Dir checks), never a path
+		if err := os.RemoveAll(dir); err != nil {
+			s.log.Warn("a gone owner's run output or staging folders were not removed", "dir", dir, "err", err)
+		}
 	}
-	dir := filepath.Join(s.cfg.RunsDir, id) // id is 32 hex digits (lease.Dir checks), never a path
-	if err := os.RemoveAll(dir); err != nil {
-		s.log.Warn("a gone owner's run output folders were not removed", "dir", dir, "err", err)
+}
+
+// TempDir makes a new folder, named from pattern as os.MkdirTemp does, for
+// host-side work that goes with this instance (see Config.StagingDir):
+// whatever the caller does not remove goes when the instance closes or,
+// if it is killed, when the next instance on its lease dir reaps it.
+func (s *Sandbox) TempDir(pattern string) (string, error) {
+	if s.staging == "" {
+		return os.MkdirTemp("", pattern)
 	}
+	if err := os.MkdirAll(s.staging, 0o700); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(s.staging, pattern)
 }
 
 // removeAll removes the containers in list and returns how many it removed.

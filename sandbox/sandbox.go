@@ -71,6 +71,13 @@ type Config struct {
 	// stateless run gets its private output folder (see Outputs); "" = runs
 	// get none. The Sandbox uses a subfolder of its own and removes it on Close.
 	RunsDir string
+	// StagingDir is a host directory that no quota counts, for the
+	// instance's host-side work that containers mount read-only (an
+	// install's wheelhouse copy and downloads; see TempDir). The Sandbox
+	// uses a subfolder of its own, removed on Close and, when the instance
+	// died, by the next ReapOrphans of its lease dir. "" = the system's
+	// temporary folder, where a killed instance's files stay.
+	StagingDir string
 	// LeaseDir is the folder of lease files (e.g. <state dir>/owners): New
 	// takes a lease there for this instance's life and labels its
 	// containers with it, and ReapOrphans removes only the containers of
@@ -121,6 +128,7 @@ type Sandbox struct {
 	sess      *sessions
 	pool      *pool
 	runsDir   string     // RunsDir/<owner>: this instance's run output folders
+	staging   string     // StagingDir/<owner>: its host-side work (TempDir)
 	acct      *Account   // the owner's storage, all its folders together
 	ownUIDs   bool       // each container runs as a uid of its own (Config.SharedUID)
 	chargeMu  sync.Mutex // held by the open Charge (one copy-back at a time)
@@ -181,6 +189,9 @@ func New(cfg Config) (*Sandbox, error) {
 		if err := os.MkdirAll(s.runsDir, 0o700); err != nil {
 			return nil, fmt.Errorf("sandbox: run output folders: %w", err)
 		}
+	}
+	if cfg.StagingDir != "" {
+		s.staging = filepath.Join(cfg.StagingDir, s.owner.ID)
 	}
 	s.acct = newAccount(cfg.Limits, s.log, cfg.Filesystem, append(slices.Clone(cfg.StorageDirs), s.runsDir)...)
 	s.pool = newPool(max(orDefault(cfg.WarmPool, 2), 0), min(2*cfg.MaxConcurrent, poolCeiling),

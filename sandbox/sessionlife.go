@@ -90,9 +90,12 @@ func (s *Sandbox) Close() {
 		if n := s.eng.RemoveStrays(context.Background()); n > 0 {
 			s.log.Warn("containers could not be removed (is the Docker daemon down?); the next pybox on this state directory removes them", "count", n)
 		}
-		if s.runsDir != "" {
-			if err := os.RemoveAll(s.runsDir); err != nil {
-				s.log.Warn("run output folders not removed", "dir", s.runsDir, "err", err)
+		for _, dir := range []string{s.runsDir, s.staging} {
+			if dir == "" {
+				continue
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				s.log.Warn("run output or staging folders not removed", "dir", dir, "err", err)
 			}
 		}
 		s.releaseLease()

@@ -214,13 +214,22 @@ func TestKilledDuringInstall(t *testing.T) {
 	layerTest(t)
 	wh := testenv.Wheelhouse(t)
 	state := t.TempDir()
-	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state)
+	tmp := t.TempDir() // the system's temporary folder, as the killed server sees it
+	a := packageServer(t, wh, "PYBOX_STATE_DIR="+state, "TMPDIR="+tmp)
 	good := a.envConfig()
 	startInstall(t, a, "pyboxdemo")
 	a.kill()
 	b := packageServer(t, wh, "PYBOX_STATE_DIR="+state) // it reaps before it answers
 	if left := a.containers(); len(left) != 0 {
 		t.Errorf("the killed server's containers are still there: %v", left)
+	}
+	// Nor the install's staging folder (its wheelhouse copy and downloads,
+	// up to 2 GiB): the host's disk keeps nothing of a killed server.
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the killed server's install left %s in its temporary folder", left[0].Name())
+	}
+	if left, _ := os.ReadDir(filepath.Join(state, "staging")); len(left) != 0 { // b stages nothing yet
+		t.Errorf("the killed server's staging folder is still there: %s", left[0].Name())
 	}
 	if now := b.envConfig(); now.Image != good.Image || len(now.Requirements) != len(good.Requirements) {
 		t.Errorf("after the kill the environment is %s %v; want its last good image %s %v", now.Image, now.Requirements, good.Image, good.Requirements)

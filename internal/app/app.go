@@ -125,7 +125,7 @@ func New(ctx context.Context, c *Config, stderr io.Writer) (*App, error) {
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: eng, Backend: backend, Image: image, Runtime: c.Runtime, User: user, Limits: limits, Filesystem: fsOf(vol),
 		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxSessions: c.MaxSessions, SessionTTL: c.SessionTTL,
-		WarmPool: warmPool(c.WarmPool), RunsDir: c.runsDir(), LeaseDir: filepath.Join(c.StateDir, "owners"),
+		WarmPool: warmPool(c.WarmPool), RunsDir: c.runsDir(), StagingDir: c.stagingDir(), LeaseDir: filepath.Join(c.StateDir, "owners"),
 		StorageDirs: c.storageDirs(), Egress: eg, Log: log})
 	if err != nil {
 		closeVolume(vol, log)
@@ -157,7 +157,8 @@ func (a *App) newManager() error {
 	if err != nil {
 		return err
 	}
-	inst := &images.Installer{Engine: a.Engine, Owner: a.Sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.Config.InstallTime, LayerBytes: layers, Log: a.Log}
+	inst := &images.Installer{Engine: a.Engine, Owner: a.Sandbox.Owner(), Index: idx, Tenant: a.tenant, Timeout: a.Config.InstallTime, LayerBytes: layers, Log: a.Log,
+		TempDir: a.Sandbox.TempDir}
 	if !a.caps.LocalImages { // no layer it commits could be run
 		inst.Refuse = errInstallOnKubernetes
 	}
@@ -252,6 +253,15 @@ func (c *Config) runsDir() string {
 		return ""
 	}
 	return filepath.Join(c.StateDir, "runs")
+}
+
+// stagingDir is where installs stage their files ("" in memory: the
+// system's temporary folder).
+func (c *Config) stagingDir() string {
+	if c.InMemory {
+		return ""
+	}
+	return filepath.Join(c.StateDir, "staging")
 }
 
 // openSessions opens the folder of session workspaces, in the state dir:

@@ -121,7 +121,7 @@ func NewTenant(base *App, name string) (*App, error) {
 	}
 	sb, err := sandbox.New(sandbox.Config{Engine: base.Engine, Backend: base.backend, Image: base.Image, Runtime: cfg.Runtime, User: base.user, Limits: limits, Filesystem: fsOf(vol),
 		MaxConcurrent: cfg.MaxConcurrent, QueueWait: cfg.QueueWait, MaxSessions: cfg.MaxSessions, SessionTTL: cfg.SessionTTL,
-		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
+		WarmPool: warmPool(cfg.WarmPool), RunsDir: filepath.Join(cfg.StateDir, "runs"), StagingDir: filepath.Join(cfg.StateDir, "staging"), LeaseDir: filepath.Join(cfg.StateDir, "owners"),
 		StorageDirs: cfg.storageDirs(), Egress: eg, Log: log})
 	if err != nil {
 		closeVolume(vol, log)
