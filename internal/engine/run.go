@@ -193,7 +193,11 @@ func (c *Client) oomKilled(ctx context.Context, id string) bool {
 }
 
 // oomSettle is how long an exit 137 waits for the daemon's OOM event.
-const oomSettle = 750 * time.Millisecond
+// The kernel's notice reaches the daemon apart from the exit, and on a
+// busy daemon later than 750 ms (an OOM reported as a plain exit 137 once
+// in 210 calls beside a loop of docker runs); only an exit 137 that pybox
+// did not cause itself, and that is no OOM kill, waits all of it.
+const oomSettle = 3 * time.Second
 
 // feed copies stdin to the container, then half-closes so it sees EOF.
 func feed(w io.Writer, r io.Reader, closeWrite func() error) {
