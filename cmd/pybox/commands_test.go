@@ -108,6 +108,7 @@ func TestCommandIgnoresOthersEnv(t *testing.T) {
 	t.Setenv("PYBOX_SESSION_TTL", "never") // invalid, and no setting of run
 	t.Setenv("PYBOX_LOG_LEVEL", "debug")   // everyone's
 	t.Setenv("PYBOX_TIMEOUT", "10m")       // above max-timeout's default, which run has not
+	t.Setenv("PYBOX_WARM_POOL", "3")       // serve's, eval's and bench's
 	tests := []struct {
 		cmd    string
 		memory string // PYBOX_MEMORY's, or the default where the command has not --memory
@@ -126,6 +127,9 @@ func TestCommandIgnoresOthersEnv(t *testing.T) {
 			}
 			if c.MaxTimeout < c.Timeout {
 				t.Errorf("max timeout %v below timeout %v: a setting it has not contradicts one it has", c.MaxTimeout, c.Timeout)
+			}
+			if c.WarmPool != 0 { // a pool refilled for doctor's temporary workspace as it went
+				t.Errorf("warm pool %d: a command without the setting runs without a pool", c.WarmPool)
 			}
 		})
 	}

@@ -186,6 +186,13 @@ func (c *config) parseFlags(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	c.keepConsistent()
+	if !c.uses("warm-pool") {
+		// A command without the setting runs a program or two and exits
+		// (run, doctor, gc): a pool would only start containers to remove
+		// them, and refill for a temporary workspace while it is removed
+		// (doctor's self-tests left an empty outputs/ of theirs behind).
+		c.WarmPool = 0
+	}
 	if c.InstallNet == "bridge" || c.InstallNet == "host" {
 		fmt.Fprintf(fs.Output(), "pybox: warning: install network %q is taken as \"index\": no container gets a network any more; "+
 			"installs reach the index hosts only, through pybox's egress proxy (set index, allowlist or none)\n", c.InstallNet)

@@ -97,7 +97,6 @@ func readRunInputs(path, stdinFile string, stdin io.Reader) (code []byte, input 
 
 // runOnce runs code in the sandbox with a fresh, private workspace.
 func runOnce(ctx context.Context, c *config, code []byte, input *string, stderr io.Writer) (sandbox.Result, error) {
-	c.WarmPool = 0 // one run, then exit: a pool would only start containers to remove them
 	guard, err := c.Guard(string(code))
 	if err != nil {
 		return sandbox.Result{}, err
