@@ -78,8 +78,7 @@ type pkg struct {
 		Path, GoVersion string
 		Main            bool
 	}
-	Error      *struct{ Err string }
-	DepsErrors []*struct{ Err string }
+	Error *struct{ Err string }
 
 	deps []*pkg
 	done chan struct{}
@@ -91,7 +90,7 @@ type pkg struct {
 // test variants and all their dependencies, dependencies first.
 func list(goos, goarch string) ([]*pkg, error) {
 	cmd := exec.Command("go", "list", "-e", "-deps", "-test",
-		"-json=ImportPath,Name,Dir,GoFiles,CgoFiles,Imports,ImportMap,Standard,Module,Error,DepsErrors", "./...")
+		"-json=ImportPath,Name,Dir,GoFiles,CgoFiles,Imports,ImportMap,Standard,Module,Error", "./...")
 	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0", "GOFLAGS=")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
