@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -25,45 +26,89 @@ var (
 // RunnerArgs is the argv tail that starts the in-image runner with any
 // Python: isolated and without site (-I -S: nothing is imported from the
 // working directory, PYTHON* variables or site-packages before a program's
-// request arrives), then a one-line bootstrap carrying the runner itself,
-// so it works in images pybox did not build (user images, conda) without
-// mounting anything. The runner's own argument (once or kernel) follows.
+// request arrives), then a short bootstrap that reads the runner itself
+// from stdin (RunnerFrame, or CompiledRunner's frame), so it works in
+// images pybox did not build (user images, conda) without mounting
+// anything. The runner's own argument (once or kernel) follows. Whoever
+// starts the container writes the frame first, then speaks to the runner.
+//
+// The runner is not in the argument (it was, 86 KB of base64): the daemon
+// decodes, stores and re-encodes a container's command at each of its
+// state changes, and Kubernetes keeps it in every pod object, so a large
+// command costs each container ~15 ms of the daemons' CPU.
 func RunnerArgs() []string {
-	return []string{"-I", "-S", "-c", runnerBootstrap}
+	return []string{"-I", "-S", "-c", runnerBoot}
 }
 
-// runnerSource is the runner as base64 of its Python source.
-var runnerSource = base64.StdEncoding.EncodeToString(append(append(append(append(append([]byte{}, workerPy...), '\n'), forwardPy...), '\n'), supervisorPy...))
+// runnerBoot waits up to the runner's GREET (60 s, or fewer as
+// PYBOX_GREET says: see runner.py) for the first byte on stdin, as the
+// runner itself would for pybox's greeting, and ends quietly when none
+// comes or stdin closes; it reads one frame, "S<len>\n" and the runner's
+// source or "M<len>\n" and its compiled code (zlib of marshal), exactly
+// those bytes (the rest of stdin is the runner's), and runs it.
+const runnerBoot = `import os,select
+def _pybox_runner():
+ try:g=min(60.0,max(1.0,float(os.environ.get("PYBOX_GREET",60))))
+ except ValueError:g=60.0
+ if not select.select([0],[],[],g)[0]:os._exit(0)
+ h=b""
+ while h[-1:]!=b"\n":
+  c=os.read(0,1)
+  if not c or len(h)>12:os._exit(0)
+  h+=c
+ n=int(h[1:]);d=bytearray()
+ while len(d)<n:
+  c=os.read(0,n-len(d))
+  if not c:os._exit(0)
+  d+=c
+ if h[:1]==b"M":
+  import marshal,zlib
+  return marshal.loads(zlib.decompress(d))
+ return compile(bytes(d),"<pybox-runner>","exec")
+exec(_pybox_runner())`
 
-// The bootstrap decodes with binascii (built in), not base64, which would
-// import re; and it compiles the runner at every start (~10 ms of CPU).
-var runnerBootstrap = "import binascii;exec(compile(binascii.a2b_base64('" + runnerSource + "').decode(),'<pybox-runner>','exec'))"
+// runnerText is the runner's source: the worker half's definitions, then
+// the supervisor, which runs main.
+var runnerText = append(append(append(append(append([]byte{}, workerPy...), '\n'), forwardPy...), '\n'), supervisorPy...)
+
+// runnerFrame is runnerText framed for runnerBoot.
+var runnerFrame = append([]byte("S"+strconv.Itoa(len(runnerText))+"\n"), runnerText...)
+
+// RunnerFrame is the runner's source framed for RunnerArgs' bootstrap: the
+// container compiles it at its start (~10 ms of CPU). Callers must not
+// modify it.
+func RunnerFrame() []byte { return runnerFrame }
+
+// runnerSource is the runner as base64 of its Python source (for the probe
+// that compiles it: CompileRunnerProbe).
+var runnerSource = base64.StdEncoding.EncodeToString(runnerText)
 
 // compiledMark starts the line CompileRunnerProbe prints.
 const compiledMark = "pybox-runner "
 
-// maxCompiledArg bounds the compiled runner's bootstrap: one argument of
-// a process may hold 128 KiB on Linux (MAX_ARG_STRLEN).
-const maxCompiledArg = 120 << 10
+// maxCompiled bounds the compiled runner, compressed and not (it is ~45
+// KB compressed, ~150 KB not).
+const maxCompiled = 4 << 20
 
 // CompileRunnerProbe is a program for Sandbox.Probe, run with the
 // interpreter flags of RunnerArgs, that compiles the runner with the
 // image's own Python and prints it (marshal, zlib, base64, on a line of
-// its own) for CompiledRunnerArgs.
+// its own) for CompiledRunner.
 func CompileRunnerProbe() string {
 	return "import binascii,marshal,sys,zlib;c=compile(binascii.a2b_base64('" + runnerSource + "').decode(),'<pybox-runner>','exec');" +
 		"sys.stdout.write('" + compiledMark + "'+binascii.b2a_base64(zlib.compress(marshal.dumps(c),9),newline=False).decode()+'\\n')"
 }
 
-// CompiledRunnerArgs is RunnerArgs with the runner as out, the output of
-// CompileRunnerProbe, has it: compiled by the interpreter of the image the
-// probe ran in, so a container of that image and interpreter starts the
-// runner without compiling it (only there: marshal's format is the
-// interpreter version's). The compiled code is as trusted as the image's
-// interpreter, which runs the runner anyway: the probe ran it isolated and
-// without site (-I -S), so nothing but the interpreter and its standard
-// library (which no install can write: see Dockerfile.runtime) took part.
-func CompiledRunnerArgs(out string) ([]string, error) {
+// CompiledRunner is the runner as out, the output of CompileRunnerProbe,
+// has it, framed for RunnerArgs' bootstrap: compiled by the interpreter of
+// the image the probe ran in, so a container of that image and interpreter
+// starts the runner without compiling it (only there: marshal's format is
+// the interpreter version's). The compiled code is as trusted as the
+// image's interpreter, which runs the runner anyway: the probe ran it
+// isolated and without site (-I -S), so nothing but the interpreter and
+// its standard library (which no install can write: see
+// Dockerfile.runtime) took part.
+func CompiledRunner(out string) ([]byte, error) {
 	var payload string
 	for line := range strings.Lines(out) {
 		if p, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), compiledMark); ok {
@@ -73,23 +118,23 @@ func CompiledRunnerArgs(out string) ([]string, error) {
 	if payload == "" {
 		return nil, errors.New("the probe printed no compiled runner")
 	}
-	if strings.Trim(payload, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != "" {
-		return nil, errors.New("the compiled runner is not base64") // nothing else may go between the bootstrap's quotes
-	}
-	boot := "import binascii,marshal,zlib;exec(marshal.loads(zlib.decompress(binascii.a2b_base64('" + payload + "'))))"
-	if len(boot) > maxCompiledArg {
-		return nil, fmt.Errorf("the compiled runner is %d bytes, more than an argument holds", len(boot))
-	}
 	z, err := base64.StdEncoding.DecodeString(payload)
+	if err == nil && len(z) > maxCompiled {
+		err = fmt.Errorf("%d bytes, more than %d", len(z), maxCompiled)
+	}
 	if err == nil {
 		var r io.ReadCloser
 		if r, err = zlib.NewReader(bytes.NewReader(z)); err == nil {
-			_, err = io.Copy(io.Discard, io.LimitReader(r, 4<<20))
+			var n int64
+			n, err = io.Copy(io.Discard, io.LimitReader(r, maxCompiled+1))
 			r.Close()
+			if err == nil && n > maxCompiled {
+				err = fmt.Errorf("more than %d bytes uncompressed", maxCompiled)
+			}
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the compiled runner is not valid: %w", err)
 	}
-	return []string{"-I", "-S", "-c", boot}, nil
+	return append([]byte("M"+strconv.Itoa(len(z))+"\n"), z...), nil
 }

@@ -2,8 +2,10 @@ package images
 
 import (
 	"bytes"
+	"compress/zlib"
 	"encoding/base64"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,42 +66,63 @@ print(heavy, same, go, bad, json_loads is json.loads)
 	}
 }
 
-// TestCompiledRunner: CompileRunnerProbe's output, compiled by the
-// interpreter that runs it, starts the runner itself through
-// CompiledRunnerArgs (here it refuses at once: it is not PID 1 of a
-// container, which only the runner's own code says).
-func TestCompiledRunner(t *testing.T) {
+// TestRunnerBootstrap: RunnerArgs' bootstrap runs the runner it reads
+// from stdin, from source (RunnerFrame) or compiled by the interpreter
+// that runs it (CompileRunnerProbe's output through CompiledRunner, the
+// smaller frame), and nothing else: here the runner refuses at once (it is
+// not PID 1 of a container, which only the runner's own code says). With
+// stdin closed before a whole frame came, it ends quietly, as the runner
+// does when pybox is gone.
+func TestRunnerBootstrap(t *testing.T) {
 	py := hostPython(t)
-	out := runPython(t, py, "-I", "-S", "-c", CompileRunnerProbe())
-	args, err := CompiledRunnerArgs(out)
+	compiled, err := CompiledRunner(runPython(t, py, "-I", "-S", "-c", CompileRunnerProbe()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(args[3]) >= len(runnerBootstrap) {
-		t.Errorf("the compiled runner's bootstrap is %d bytes, the source's %d", len(args[3]), len(runnerBootstrap))
+	if len(compiled) >= len(RunnerFrame()) {
+		t.Errorf("the compiled runner's frame is %d bytes, the source's %d", len(compiled), len(RunnerFrame()))
 	}
-	cmd := exec.Command(py, append(args, "once")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err = cmd.Run()
-	if code := cmd.ProcessState.ExitCode(); code != 70 || !strings.Contains(stderr.String(), "pybox runner: not PID 1") {
-		t.Errorf("the compiled runner outside a container: exit %d (%v), stderr %q; want 70 and its refusal", code, err, stderr.String())
+	if n := len(strings.Join(RunnerArgs(), " ")); n > 1024 {
+		t.Errorf("the runner's command is %d bytes; want the bootstrap alone", n)
+	}
+	boot := func(stdin []byte) (int, string, string) {
+		cmd := exec.Command(py, append(RunnerArgs(), "once")...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &stdout, &stderr
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	}
+	for name, frame := range map[string][]byte{"source": RunnerFrame(), "compiled": compiled} {
+		code, _, stderr := boot(append(slices.Clip(frame), '\n'))
+		if code != 70 || !strings.Contains(stderr, "pybox runner: not PID 1") {
+			t.Errorf("the runner from its %s outside a container: exit %d, stderr %q; want 70 and its refusal", name, code, stderr)
+		}
+	}
+	for name, stdin := range map[string][]byte{"nothing": nil, "half a header": []byte("S12"), "half a runner": RunnerFrame()[:1000]} {
+		if code, stdout, stderr := boot(stdin); code != 0 || stdout != "" || stderr != "" {
+			t.Errorf("the bootstrap given %s before stdin closed: exit %d, stdout %q, stderr %q; want 0 and silence", name, code, stdout, stderr)
+		}
 	}
 }
 
-// TestCompiledRunnerArgsRefuses: only a probe's compiled runner becomes a
-// bootstrap: nothing but base64 of zlib goes between its quotes.
-func TestCompiledRunnerArgsRefuses(t *testing.T) {
+// TestCompiledRunnerRefuses: only a probe's compiled runner becomes a
+// frame: base64 of zlib, of a bounded size.
+func TestCompiledRunnerRefuses(t *testing.T) {
 	big := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 100<<10))
+	var bomb bytes.Buffer
+	w := zlib.NewWriter(&bomb)
+	w.Write(make([]byte, maxCompiled+1))
+	w.Close()
 	for _, out := range []string{
 		"",
 		"Python 3.11\n",
 		compiledMark + "eJw='),print('owned\n",
 		compiledMark + "bm90IHpsaWI=\n", // base64, not zlib
 		compiledMark + big + "\n",
+		compiledMark + base64.StdEncoding.EncodeToString(bomb.Bytes()) + "\n", // too big uncompressed
 	} {
-		if args, err := CompiledRunnerArgs(out); err == nil {
-			t.Errorf("CompiledRunnerArgs(%.60q) = %.80q; want an error", out, args)
+		if frame, err := CompiledRunner(out); err == nil {
+			t.Errorf("CompiledRunner(%.60q) = %.80q; want an error", out, frame)
 		}
 	}
 }

@@ -36,6 +36,10 @@ type Plan struct {
 	Labels  map[string]string
 	Runtime string // OCI runtime; "" = the daemon's default
 	Stdin   bool   // attach stdin
+	// Runner is what pybox writes first on stdin, before it speaks to the
+	// runner: the runner itself, which Cmd's bootstrap reads and runs
+	// (images.RunnerArgs); nil when Cmd is no runner (a probe).
+	Runner []byte
 	Limits  Limits // with defaults applied
 }
 

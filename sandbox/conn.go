@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,12 +42,13 @@ func (c *conn) halt(why error) {
 	})
 }
 
-// dial starts spec's container (its command must be the runner) and waits
-// for the runner's ready frame; on failure nothing of it is left. check,
+// dial starts spec's container (its command the runner's bootstrap), hands
+// it runner (images.RunnerFrame or a compiled one) and waits for the
+// runner's ready frame; on failure nothing of it is left. check,
 // when given, runs once the container exists, beside the runner's start:
 // dial returns only once it has passed, before any program reaches the
 // container, and destroys the container when it fails.
-func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, check func(ctx context.Context, id string) error) (*conn, error) {
+func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, runner []byte, check func(ctx context.Context, id string) error) (*conn, error) {
 	diag := &tailWriter{max: 2048}
 	spec.Stderr = diag
 	k, err := s.eng.Start(ctx, spec)
@@ -60,14 +62,23 @@ func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, check func(ctx con
 		checked <- nil
 	}
 	c := &conn{k: k, frames: bufio.NewReaderSize(k.Output(), 64<<10), diag: diag, halted: make(chan struct{})}
-	// pybox speaks first: the runner says ready once it has read this, so
-	// no backend can miss the frame by attaching late.
-	if _, err := k.Write([]byte("\n")); err != nil {
-		c.destroy(ctx, s.log)
-		return nil, fmt.Errorf("%w: %w", errNotReady, err)
-	}
+	// The runner itself first (the container's command is only its
+	// bootstrap: images.RunnerArgs); then pybox speaks first: the runner
+	// says ready once it has read this, so no backend can miss the frame
+	// by attaching late. The write (~64 KB) goes on beside the wait for
+	// ready, which bounds it: a runner that never reads is destroyed at
+	// the wait's end, which ends the write.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := k.Write(append(slices.Clip(runner), '\n'))
+		wrote <- err
+	}()
 	if err := c.awaitReady(ctx, s.log); err != nil {
 		return nil, err
+	}
+	if err := <-wrote; err != nil { // ready came, so it was all read: not seen
+		c.destroy(ctx, s.log)
+		return nil, fmt.Errorf("%w: %w", errNotReady, err)
 	}
 	if err := <-checked; err != nil {
 		c.destroy(context.WithoutCancel(ctx), s.log)

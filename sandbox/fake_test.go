@@ -202,6 +202,15 @@ func (c *fakeContainer) frame(nonce, kind string, payload []byte) error {
 func (c *fakeContainer) serve() {
 	defer c.outW.Close()
 	in := bufio.NewReader(c.inR)
+	// The runner itself first, as the bootstrap reads it (images.RunnerArgs).
+	head, err := in.ReadString('\n')
+	n, nerr := strconv.Atoi(strings.TrimSuffix(head[min(len(head), 1):], "\n"))
+	if err != nil || nerr != nil || (head[0] != 'S' && head[0] != 'M') {
+		return
+	}
+	if _, err := in.Discard(n); err != nil {
+		return
+	}
 	if b, err := in.ReadByte(); err != nil || b != '\n' {
 		return // pybox speaks first
 	}

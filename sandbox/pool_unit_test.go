@@ -324,7 +324,7 @@ func TestPoolUnitAnyRunnerStart(t *testing.T) {
 	pl := stubPool(t, 1, 1, st)
 	src := Program{Image: "a", Workspace: "/ws"}
 	compiled := src
-	compiled.Runner = []string{"-c", "compiled"}
+	compiled.Runner = []byte("M8\ncompiled")
 	pl.take(context.Background(), src) // nothing ready: counted as demand
 	pl.done(src)
 	eventually(t, "one ready container", func() bool { return pl.ready() == 1 })

@@ -232,9 +232,10 @@ func (s *Sandbox) Image() string { return s.cfg.Image }
 type Program struct {
 	Image  string   // "" = the sandbox's default image
 	Python []string // interpreter argv; nil = the runtime venv's python
-	// Runner is the argv that starts the runner after Python (nil:
-	// images.RunnerArgs(); images.CompiledRunnerArgs for Image and Python).
-	Runner    []string
+	// Runner is the runner as pybox hands it to the container at its
+	// start (nil: images.RunnerFrame(), its source; images.CompiledRunner
+	// for Image and Python).
+	Runner    []byte
 	Workspace string        // host directory mounted at /workspace (the code storage)
 	File      string        // program path relative to Workspace
 	Stdin     *string       // nil: no stdin, so input() raises EOFError at once
@@ -482,9 +483,9 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	}
 	runner := p.Runner
 	if len(runner) == 0 {
-		runner = images.RunnerArgs()
+		runner = images.RunnerFrame()
 	}
-	cmd := append(append(append([]string{}, python...), runner...), mode)
+	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), mode)
 	env := map[string]string{
 		"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 		"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",
@@ -499,7 +500,7 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	plan := Plan{
 		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: s.newUser(), Env: env,
 		Workspace: p.Workspace, Scratch: p.scratch(), Runtime: s.cfg.Runtime,
-		Stdin: true, Limits: s.cfg.Limits,
+		Stdin: true, Limits: s.cfg.Limits, Runner: runner,
 	}
 	plan.Labels = s.labels("run", plan)
 	if s.ownUIDs {

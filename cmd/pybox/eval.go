@@ -277,12 +277,12 @@ func (e evalBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result
 // container for the batch (beside its first samples), so that the
 // samples' containers do not compile it (~10 ms of CPU each); nil (each
 // compiles it) when that fails or the batch ends first.
-func (e evalBackend) Runner(ctx context.Context, env images.Environment) []string {
+func (e evalBackend) Runner(ctx context.Context, env images.Environment) []byte {
 	out, err := e.a.Sandbox.Probe(ctx, env.Ref(), append(env.RunPython(), "-I", "-S"), images.CompileRunnerProbe())
 	if err == nil {
-		var args []string
-		if args, err = images.CompiledRunnerArgs(out); err == nil {
-			return args
+		var runner []byte
+		if runner, err = images.CompiledRunner(out); err == nil {
+			return runner
 		}
 	}
 	if ctx.Err() == nil { // not the batch ending first

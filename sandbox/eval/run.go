@@ -36,11 +36,11 @@ type Backend interface {
 // be asked to run (its warm pool then starts no container past them).
 type upcomer interface{ Upcoming(n int) }
 
-// compiler is a Backend that can start the runner compiled ahead for an
-// environment (images.CompiledRunnerArgs), once for the batch instead of
-// in every sample's container; nil when it cannot.
+// compiler is a Backend that can compile the runner ahead for an
+// environment (images.CompiledRunner), once for the batch instead of in
+// every sample's container; nil when it cannot.
 type compiler interface {
-	Runner(ctx context.Context, env images.Environment) []string
+	Runner(ctx context.Context, env images.Environment) []byte
 }
 
 // Options configure Run. The zero value (with a Backend) runs one sample
@@ -92,14 +92,15 @@ type runner struct {
 // there is none.
 type preparedEnv struct {
 	env images.Environment
-	// runner is the runner's start once compiled ahead for env's image and
-	// interpreter (see compile); nil, or unset: images.RunnerArgs.
-	runner *atomic.Pointer[[]string]
+	// runner is the runner once compiled ahead for env's image and
+	// interpreter (see compile); nil, or unset: its source
+	// (images.RunnerFrame).
+	runner *atomic.Pointer[[]byte]
 	err    error
 }
 
 // start is the runner's start for a program of pe now (nil: from source).
-func (pe preparedEnv) start() []string {
+func (pe preparedEnv) start() []byte {
 	if pe.runner == nil {
 		return nil
 	}
@@ -193,7 +194,7 @@ func (r *runner) compile(ctx context.Context) (wait func()) {
 	if !ok {
 		return wg.Wait
 	}
-	started := map[string]*atomic.Pointer[[]string]{}
+	started := map[string]*atomic.Pointer[[]byte]{}
 	for key, pe := range r.envs {
 		if pe.err != nil {
 			continue
@@ -201,7 +202,7 @@ func (r *runner) compile(ctx context.Context) (wait func()) {
 		id := pe.env.Ref() + "\x00" + strings.Join(pe.env.RunPython(), "\x00")
 		runner, ok := started[id]
 		if !ok {
-			runner = new(atomic.Pointer[[]string])
+			runner = new(atomic.Pointer[[]byte])
 			started[id] = runner
 			env := pe.env
 			wg.Go(func() {

@@ -193,7 +193,7 @@ func (b *compilingBackend) Environment(_ context.Context, variant string) (image
 	return images.Environment{Image: "img-" + variant}, nil
 }
 
-func (b *compilingBackend) Runner(ctx context.Context, env images.Environment) []string {
+func (b *compilingBackend) Runner(ctx context.Context, env images.Environment) []byte {
 	select {
 	case <-b.gate:
 	case <-ctx.Done():
@@ -205,12 +205,12 @@ func (b *compilingBackend) Runner(ctx context.Context, env images.Environment) [
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.compiled = append(b.compiled, env.Ref())
-	return []string{"compiled for " + env.Ref()}
+	return []byte("compiled for " + env.Ref())
 }
 
 func (b *compilingBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result, error) {
 	b.mu.Lock()
-	b.runners = append(b.runners, p.Image+" "+strings.Join(p.Runner, " "))
+	b.runners = append(b.runners, p.Image+" "+string(p.Runner))
 	b.mu.Unlock()
 	return b.fakeBackend.Run(ctx, p)
 }
