@@ -40,7 +40,7 @@ type Plan struct {
 	// runner: the runner itself, which Cmd's bootstrap reads and runs
 	// (images.RunnerArgs); nil when Cmd is no runner (a probe).
 	Runner []byte
-	Limits  Limits // with defaults applied
+	Limits Limits // with defaults applied
 }
 
 // ContainerConfig is the pure mapping from a plan to the hardened Docker
