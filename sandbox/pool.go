@@ -58,14 +58,19 @@ type pool struct {
 	// Sandbox.Upcoming), all keys together; negative: unknown.
 	upcoming int
 	closed   bool
-	wg       sync.WaitGroup // fills and background removals
+	// ctx is the fills' context, ended by close: a container still being
+	// started for a pool that closed is not started to be removed at once.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // fills and background removals
 }
 
 // newPool returns a pool keeping floor ready containers per key, up to
 // ceiling under demand; floor 0 disables it.
 func newPool(floor, ceiling int, start func(context.Context, Program) (*warm, error), log *slog.Logger) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &pool{floor: floor, ceiling: max(floor, ceiling), start: start, log: log, idle: map[string][]*warm{},
-		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}, upcoming: -1}
+		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}, upcoming: -1, ctx: ctx, cancel: cancel}
 }
 
 // demand is a key's recent use.
@@ -290,7 +295,7 @@ func (pl *pool) fills() int {
 // container starts competing with the runs on the host's cores.
 func (pl *pool) fill(key string, p Program) {
 	// Never a caller's context: the container outlives the call that asked.
-	w, err := pl.start(context.Background(), p)
+	w, err := pl.start(pl.ctx, p)
 	if pl.pooled(key, w, err) {
 		pl.refill(key, p)
 	}
@@ -307,7 +312,9 @@ func (pl *pool) pooled(key string, w *warm, err error) bool {
 		pl.changed = nil
 	}
 	if err != nil {
-		pl.log.Warn("warm container did not start", "err", err)
+		if !pl.closed { // else stopped by close
+			pl.log.Warn("warm container did not start", "err", err)
+		}
 		return false
 	}
 	if pl.closed || indexOf(pl.recent, key) < 0 {
@@ -369,10 +376,12 @@ func (pl *pool) sweep(now time.Time) {
 	}
 }
 
-// close removes every idle container and waits for fills and removals.
+// close removes every idle container, stops the fills under way and waits
+// for them and the removals.
 func (pl *pool) close() {
 	pl.mu.Lock()
 	pl.closed = true
+	pl.cancel()
 	for _, ws := range pl.idle {
 		for _, w := range ws {
 			pl.dropLater(w)

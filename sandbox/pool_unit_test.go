@@ -50,6 +50,7 @@ type starter struct {
 	most     int
 	gate     chan struct{} // non-nil: each start waits for a value on it, or its close
 	fail     atomic.Bool
+	stops    bool // a start waiting for gate ends with its context (as a real one does)
 }
 
 func (s *starter) start(ctx context.Context, p Program) (*warm, error) {
@@ -57,12 +58,22 @@ func (s *starter) start(ctx context.Context, p Program) (*warm, error) {
 	s.inFlight++
 	s.most = max(s.most, s.inFlight)
 	s.mu.Unlock()
-	if s.gate != nil {
+	var stopped error
+	if s.gate != nil && s.stops {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			stopped = ctx.Err()
+		}
+	} else if s.gate != nil {
 		<-s.gate
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inFlight--
+	if stopped != nil {
+		return nil, stopped
+	}
 	if s.fail.Load() {
 		return nil, errors.New("stub: start failed")
 	}
@@ -238,6 +249,32 @@ func TestPoolUnitCloseDuringFills(t *testing.T) {
 	settled(pl)
 	if made, _ := st.counts(); made != 2 {
 		t.Errorf("a run ending after close started %d more containers", made-2)
+	}
+}
+
+// TestPoolUnitCloseStopsFills: close ends the starts under way through
+// their context (a server that ends right after its last run does not
+// start the refills of that run to remove them) and returns without
+// waiting for them to finish; nothing is pooled or left.
+func TestPoolUnitCloseStopsFills(t *testing.T) {
+	st := &starter{gate: make(chan struct{}), stops: true}
+	pl := stubPool(t, 2, 2, st)
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram)
+	eventually(t, "two fills under way", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.inFlight == 2
+	})
+	closed := make(chan struct{})
+	go func() { pl.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close waited for starts it could stop")
+	}
+	if made, _ := st.counts(); made != 0 || pl.ready() != 0 {
+		t.Errorf("%d started, %d ready after close; want none", made, pl.ready())
 	}
 }
 
