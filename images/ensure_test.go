@@ -148,7 +148,7 @@ func checkRunner(t *testing.T, eng *engine.Client) {
 		// stdin stays open after the request: the runner ends at once when it closes (pybox gone)
 		// the runner first (the bootstrap reads it), then the greeting and the request
 		`printf '%s\n' "$1" > /tmp/p.py && printf '%s\n%d\n%s' "$7" "${#3}" "$3" > /tmp/req && mkfifo /tmp/in || exit 1; { cat /tmp/req; sleep 60; } > /tmp/in & exec `+VenvPython+` "$4" "$5" "$6" "$2" once < /tmp/in`,
-		"sh", prog, RunnerArgs()[3], req, RunnerArgs()[0], RunnerArgs()[1], RunnerArgs()[2], string(RunnerFrame()))
+		"sh", prog, RunnerArgs()[3], req, RunnerArgs()[0], RunnerArgs()[1], RunnerArgs()[2], string(RunnerFrame(false)))
 	got, err := unframe(out)
 	want := []string{"ready - ", "out n1 argv ['/tmp/p.py']\n42\n", `done n1 {"code": 0, "dropped": 0}`}
 	if err != nil || !slices.Equal(got, want) {

@@ -44,8 +44,11 @@ func RunnerArgs() []string {
 // PYBOX_GREET says: see runner.py) for the first byte on stdin, as the
 // runner itself would for pybox's greeting, and ends quietly when none
 // comes or stdin closes; it reads one frame, "S<len>\n" and the runner's
-// source or "M<len>\n" and its compiled code (zlib of marshal), exactly
-// those bytes (the rest of stdin is the runner's), and runs it.
+// source, "s<len>\n" and the source of a runner asked to send back its
+// code compiled (with its ready frame: see RunnerFrame), or "M<len>\n"
+// and its compiled code (zlib of marshal), exactly those bytes (the rest
+// of stdin is the runner's), and runs it. The runner finds the code and
+// whether to send it in _pybox_boot.
 const runnerBoot = `import os,select
 def _pybox_runner():
  try:g=min(60.0,max(1.0,float(os.environ.get("PYBOX_GREET",60))))
@@ -63,21 +66,34 @@ def _pybox_runner():
   d+=c
  if h[:1]==b"M":
   import marshal,zlib
-  return marshal.loads(zlib.decompress(d))
- return compile(bytes(d),"<pybox-runner>","exec")
-exec(_pybox_runner())`
+  return marshal.loads(zlib.decompress(d)),0
+ return compile(bytes(d),"<pybox-runner>","exec"),h[:1]==b"s"
+_pybox_boot=_pybox_runner()
+exec(_pybox_boot[0])`
 
 // runnerText is the runner's source: the worker half's definitions, then
 // the supervisor, which runs main.
 var runnerText = append(append(append(append(append([]byte{}, workerPy...), '\n'), forwardPy...), '\n'), supervisorPy...)
 
-// runnerFrame is runnerText framed for runnerBoot.
-var runnerFrame = append([]byte("S"+strconv.Itoa(len(runnerText))+"\n"), runnerText...)
+// runnerFrames are runnerText framed for runnerBoot: as is, and asking
+// for the compiled code back.
+var runnerFrames = [2][]byte{
+	append([]byte("S"+strconv.Itoa(len(runnerText))+"\n"), runnerText...),
+	append([]byte("s"+strconv.Itoa(len(runnerText))+"\n"), runnerText...),
+}
 
 // RunnerFrame is the runner's source framed for RunnerArgs' bootstrap: the
-// container compiles it at its start (~10 ms of CPU). Callers must not
-// modify it.
-func RunnerFrame() []byte { return runnerFrame }
+// container compiles it at its start (~10 ms of CPU). With sendBack, the
+// runner sends that compiled code (zlib of marshal) as its ready frame's
+// payload, before any program reached its container, for CompiledFrame:
+// the next containers of the same image and interpreter start from it.
+// Callers must not modify the frame.
+func RunnerFrame(sendBack bool) []byte {
+	if sendBack {
+		return runnerFrames[1]
+	}
+	return runnerFrames[0]
+}
 
 // runnerSource is the runner as base64 of its Python source (for the probe
 // that compiles it: CompileRunnerProbe).
@@ -119,7 +135,20 @@ func CompiledRunner(out string) ([]byte, error) {
 		return nil, errors.New("the probe printed no compiled runner")
 	}
 	z, err := base64.StdEncoding.DecodeString(payload)
-	if err == nil && len(z) > maxCompiled {
+	if err != nil {
+		return nil, fmt.Errorf("the compiled runner is not valid: %w", err)
+	}
+	return CompiledFrame(z)
+}
+
+// CompiledFrame frames z, the runner compiled by an image's interpreter
+// (zlib of marshal: a runner's ready frame asked with RunnerFrame(true),
+// or CompileRunnerProbe's output), for RunnerArgs' bootstrap in containers
+// of that image and interpreter, after checking that it is zlib of a
+// bounded size.
+func CompiledFrame(z []byte) ([]byte, error) {
+	var err error
+	if len(z) > maxCompiled {
 		err = fmt.Errorf("%d bytes, more than %d", len(z), maxCompiled)
 	}
 	if err == nil {

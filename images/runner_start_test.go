@@ -79,8 +79,8 @@ func TestRunnerBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(compiled) >= len(RunnerFrame()) {
-		t.Errorf("the compiled runner's frame is %d bytes, the source's %d", len(compiled), len(RunnerFrame()))
+	if len(compiled) >= len(RunnerFrame(false)) {
+		t.Errorf("the compiled runner's frame is %d bytes, the source's %d", len(compiled), len(RunnerFrame(false)))
 	}
 	if n := len(strings.Join(RunnerArgs(), " ")); n > 1024 {
 		t.Errorf("the runner's command is %d bytes; want the bootstrap alone", n)
@@ -92,13 +92,13 @@ func TestRunnerBootstrap(t *testing.T) {
 		cmd.Run()
 		return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 	}
-	for name, frame := range map[string][]byte{"source": RunnerFrame(), "compiled": compiled} {
+	for name, frame := range map[string][]byte{"source": RunnerFrame(false), "source, sending it back compiled": RunnerFrame(true), "compiled": compiled} {
 		code, _, stderr := boot(append(slices.Clip(frame), '\n'))
 		if code != 70 || !strings.Contains(stderr, "pybox runner: not PID 1") {
 			t.Errorf("the runner from its %s outside a container: exit %d, stderr %q; want 70 and its refusal", name, code, stderr)
 		}
 	}
-	for name, stdin := range map[string][]byte{"nothing": nil, "half a header": []byte("S12"), "half a runner": RunnerFrame()[:1000]} {
+	for name, stdin := range map[string][]byte{"nothing": nil, "half a header": []byte("S12"), "half a runner": RunnerFrame(false)[:1000]} {
 		if code, stdout, stderr := boot(stdin); code != 0 || stdout != "" || stderr != "" {
 			t.Errorf("the bootstrap given %s before stdin closed: exit %d, stdout %q, stderr %q; want 0 and silence", name, code, stdout, stderr)
 		}
@@ -124,5 +124,23 @@ func TestCompiledRunnerRefuses(t *testing.T) {
 		if frame, err := CompiledRunner(out); err == nil {
 			t.Errorf("CompiledRunner(%.60q) = %.80q; want an error", out, frame)
 		}
+	}
+}
+
+// TestRunnerSendsItsCode: asked by its frame, the runner's supervisor
+// sends the code the bootstrap compiled (zlib of marshal: the same code
+// object once loaded) with its ready frame, and nothing when not asked.
+// Run with this host's python3 on the supervisor's own definitions.
+func TestRunnerSendsItsCode(t *testing.T) {
+	py := hostPython(t)
+	src := strings.TrimSuffix(strings.TrimSpace(string(supervisorPy)), "sys.exit(main(sys.argv[1:]))")
+	probe := src + `
+import marshal, zlib
+code = compile("x = 1\nprint(x)\n", "<pybox-runner>", "exec")
+sent = compiled_self((code, True))
+print(marshal.loads(zlib.decompress(sent)) == code, compiled_self((code, False)) == b"", compiled_self(None) == b"")
+`
+	if got := runPython(t, py, "-I", "-S", "-c", probe); got != "True True True\n" {
+		t.Errorf("the runner's code sent back: %q; want it when asked, nothing else", got)
 	}
 }

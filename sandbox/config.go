@@ -40,7 +40,11 @@ type Plan struct {
 	// runner: the runner itself, which Cmd's bootstrap reads and runs
 	// (images.RunnerArgs); nil when Cmd is no runner (a probe).
 	Runner []byte
-	Limits Limits // with defaults applied
+	// LearnRunner, when set, is the key under which the runner's code,
+	// compiled and sent back with its ready frame (Runner asks for it:
+	// images.RunnerFrame), starts the next containers (runnerCache).
+	LearnRunner string
+	Limits      Limits // with defaults applied
 }
 
 // ContainerConfig is the pure mapping from a plan to the hardened Docker

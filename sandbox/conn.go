@@ -48,7 +48,7 @@ func (c *conn) halt(why error) {
 // when given, runs once the container exists, beside the runner's start:
 // dial returns only once it has passed, before any program reaches the
 // container, and destroys the container when it fails.
-func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, runner []byte, check func(ctx context.Context, id string) error) (*conn, error) {
+func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, runner []byte, learn string, check func(ctx context.Context, id string) error) (*conn, error) {
 	diag := &tailWriter{max: 2048}
 	spec.Stderr = diag
 	k, err := s.eng.Start(ctx, spec)
@@ -73,8 +73,12 @@ func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, runner []byte, che
 		_, err := k.Write(append(slices.Clip(runner), '\n'))
 		wrote <- err
 	}()
-	if err := c.awaitReady(ctx, s.log); err != nil {
+	compiled, err := c.awaitReady(ctx, s.log)
+	if err != nil {
 		return nil, err
+	}
+	if learn != "" && len(compiled) > 0 {
+		s.runners.learn(learn, compiled, s.log)
 	}
 	if err := <-wrote; err != nil { // ready came, so it was all read: not seen
 		c.destroy(ctx, s.log)
@@ -91,14 +95,17 @@ func (s *Sandbox) dial(ctx context.Context, spec engine.Spec, runner []byte, che
 var errNotReady = errors.New("the sandbox's runner did not start")
 
 // awaitReady waits for the runner's ready frame, destroying the container
-// when it does not come.
-func (c *conn) awaitReady(ctx context.Context, log *slog.Logger) error {
+// when it does not come, and returns the frame's payload (the runner's
+// compiled code, when asked for: images.RunnerFrame).
+func (c *conn) awaitReady(ctx context.Context, log *slog.Logger) ([]byte, error) {
 	got := make(chan error, 1)
+	var payload []byte
 	go func() {
 		f, err := readFrame(c.frames)
 		if err == nil && f.kind != "ready" {
 			err = fmt.Errorf("%w: expected ready, got %s", errFraming, f.kind)
 		}
+		payload = f.payload
 		got <- err
 	}()
 	timer := time.NewTimer(probeTimeout)
@@ -107,7 +114,7 @@ func (c *conn) awaitReady(ctx context.Context, log *slog.Logger) error {
 	select {
 	case err = <-got:
 		if err == nil {
-			return nil
+			return payload, nil
 		}
 		c.destroy(ctx, log)
 	case <-timer.C:
@@ -117,12 +124,12 @@ func (c *conn) awaitReady(ctx context.Context, log *slog.Logger) error {
 	case <-ctx.Done():
 		c.destroy(ctx, log)
 		<-got
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
 	if why := strings.TrimSpace(c.diag.String()); why != "" {
-		return fmt.Errorf("%w: %s", errNotReady, why)
+		return nil, fmt.Errorf("%w: %s", errNotReady, why)
 	}
-	return fmt.Errorf("%w: %w", errNotReady, err)
+	return nil, fmt.Errorf("%w: %w", errNotReady, err)
 }
 
 // errTimedOut: the program ran past its deadline and the container was killed.

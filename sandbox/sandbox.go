@@ -136,6 +136,7 @@ type Sandbox struct {
 	shutdown  context.Context // cancelled by Shutdown: every call in flight ends
 	stopAll   context.CancelFunc
 	closeOnce sync.Once
+	runners   runnerCache // the runner compiled by each image's interpreter
 }
 
 // New validates cfg, fills its defaults, takes the lease (with a LeaseDir;
@@ -481,9 +482,10 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 	if len(python) == 0 {
 		python = []string{images.VenvPython}
 	}
-	runner := p.Runner
+	image := orDefault(p.Image, s.cfg.Image)
+	runner, learn := p.Runner, ""
 	if len(runner) == 0 {
-		runner = images.RunnerFrame()
+		runner, learn = s.runners.frame(image, python)
 	}
 	cmd := append(append(append([]string{}, python...), images.RunnerArgs()...), mode)
 	env := map[string]string{
@@ -498,9 +500,9 @@ func (s *Sandbox) plan(p Program, mode string) Plan {
 		env["PATH"] = dir + ":" + defaultPath
 	}
 	plan := Plan{
-		Image: orDefault(p.Image, s.cfg.Image), Cmd: cmd, User: s.newUser(), Env: env,
+		Image: image, Cmd: cmd, User: s.newUser(), Env: env,
 		Workspace: p.Workspace, Scratch: p.scratch(), Runtime: s.cfg.Runtime,
-		Stdin: true, Limits: s.cfg.Limits, Runner: runner,
+		Stdin: true, Limits: s.cfg.Limits, Runner: runner, LearnRunner: learn,
 	}
 	plan.Labels = s.labels("run", plan)
 	if s.ownUIDs {

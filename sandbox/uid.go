@@ -67,7 +67,7 @@ func (s *Sandbox) start(ctx context.Context, plan Plan, role string) (*conn, err
 		if uid != "" {
 			check = func(ctx context.Context, id string) error { return s.uidAlone(ctx, id, uid) }
 		}
-		c, err := s.dial(ctx, engine.Spec{Name: s.owner.ContainerName(role), Config: cfg, Host: host}, plan.Runner, check)
+		c, err := s.dial(ctx, engine.Spec{Name: s.owner.ContainerName(role), Config: cfg, Host: host}, plan.Runner, plan.LearnRunner, check)
 		if err == nil {
 			return c, nil
 		}

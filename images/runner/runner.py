@@ -25,7 +25,9 @@ or from site-packages until a program's request has arrived.
     frame    (supervisor -> pybox, stdout): b"PYBOX <nonce> <kind> <len>\\n" + payload
         ready (nonce "-", once pybox has spoken: its first bytes on stdin, a
         lone newline or a request; a backend that cannot attach before the
-        container starts, such as Kubernetes, would miss a frame written earlier),
+        container starts, such as Kubernetes, would miss a frame written earlier;
+        its payload: this runner's code as the bootstrap compiled it, zlib of
+        marshal, when pybox asked for it, else empty: see images.RunnerArgs),
         out, err, done ({"code": status, "dropped": bytes past the cap, both streams}),
         abort (why the worker was ended: it broke its control pipe),
         policy ({"rule", "detail", "line"}: the request's "guard" rules refused its
@@ -146,6 +148,7 @@ class Supervisor:
         self.nonce = "-"
         self.inbuf = b""
         self.greeted = False  # pybox has written: ready was sent
+        self.compiled = b""  # the ready frame's payload: see compiled_self
         self.egress = None  # the egress channel (forward.Channel), when PYBOX_EGRESS is "channel"
         self.lingers = False  # once: wait for pybox after the verdict (see linger)
         self.pending = b""  # request bytes not yet written to the worker
@@ -232,7 +235,8 @@ class Supervisor:
             os._exit(0)
         if not self.greeted:
             self.greeted = True
-            frame("-", "ready")
+            frame("-", "ready", self.compiled)
+            self.compiled = b""
             if data[:1] == b"\n":
                 data = data[1:]
         buf, pos = self.inbuf + data, 0
@@ -599,10 +603,26 @@ def worker_main(mode, fds, warm):
     return worker(mode, requests, ctl, (call_w, reply_r), warm)
 
 
+def compiled_self(boot):
+    """This runner's code as the bootstrap compiled it (zlib of marshal),
+    when pybox asked for it (images.RunnerFrame): sent with the ready frame,
+    before any program reached this container, for pybox to start the next
+    containers of this image from; b"" otherwise (or without zlib)."""
+    if not boot or not boot[1]:
+        return b""
+    try:
+        import marshal
+        import zlib
+        return zlib.compress(marshal.dumps(boot[0]))
+    except Exception:
+        return b""
+
+
 def main(argv):
     if argv not in (["once"], ["kernel"]):
         os.write(2, b"usage: runner once | runner kernel\n")
         return 2
+    boot = globals().pop("_pybox_boot", None)  # (code, send it back): see images.RunnerArgs
     harden()
     confine()
     os.umask(int(os.environ.pop("PYBOX_UMASK", "022"), 8))  # 002 when sandboxes, a uid each, share files through their group
@@ -614,6 +634,7 @@ def main(argv):
     sup = Supervisor(argv == ["once"])
     if sup.pid == 0:
         return worker_main(argv[0], sup.child_fds, warm)
+    sup.compiled = compiled_self(boot)
     if egress:  # threads only after the fork
         sup.egress = egress_start(*egress, send=lambda payload: frame(sup.nonce, "net", payload), watch=sup.watch, unwatch=sup.unwatch)
     sup.serve(greet)
