@@ -78,6 +78,17 @@ const longTests = 4
 // longTests, or -parallel's value when the command line sets it.
 var runSlots chan struct{}
 
+// longSlots holds one token per long test running (longTest): a
+// Kubernetes node's, a soak's. They wait on pods, nodes and timers for
+// minutes more than they compute, so they take no run slot and start as
+// soon as the parallel tests are released: one that got a run slot last
+// ran on alone at the end, the machine idle beside it (a two-minute tail).
+var longSlots = make(chan struct{}, longTestsAtOnce)
+
+// longTestsAtOnce bounds the long tests running beside the others (each
+// Kubernetes one starts a control plane and a node of its own).
+const longTestsAtOnce = 3
+
 // raiseParallel makes runSlots, n tokens unless -parallel is set. When it
 // is not, go test's own bound (-parallel) is lifted, so that the tests
 // waiting for the layer-cache lock (layerTest) hold no place of the n.
@@ -156,10 +167,15 @@ func eachRuntime(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
-// longTest marks t as one of the long end-to-end tests (up to a minute
-// or two, waiting mostly on containers, timers or a test node more than on
-// the CPU). It is a parallelTest; the name says why it must be one.
-func longTest(t *testing.T) { parallelTest(t) }
+// longTest marks t as one of the long end-to-end tests (minutes, waiting
+// mostly on containers, timers or a test node more than on the CPU). It
+// runs in parallel as a parallelTest does, under the same rules, but in a
+// slot of its own (longSlots), beside the parallel tests' slots.
+func longTest(t *testing.T) {
+	t.Parallel()
+	longSlots <- struct{}{}
+	t.Cleanup(func() { <-longSlots }) // first registered: runs after the test's own cleanups
+}
 
 // parallelTest marks t as an end-to-end test that runs in parallel with the
 // other parallel tests (longTests at once, see runSlots), after the
