@@ -218,15 +218,7 @@ func TestPoolUnitTakeGivesUpAfterJoinWait(t *testing.T) {
 func TestPoolUnitCloseDuringFills(t *testing.T) {
 	st := &starter{gate: make(chan struct{})}
 	pl := newPool(2, 2, st.start, slog.New(slog.DiscardHandler))
-	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram)
-	eventually(t, "two fills under way", func() bool {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		return st.inFlight == 2
-	})
-	closed := make(chan struct{})
-	go func() { pl.close(); close(closed) }()
+	closed := closeDuringTwoFills(t, pl, st)
 	select {
 	case <-closed:
 		t.Fatal("close returned while two starts were under way")
@@ -252,13 +244,11 @@ func TestPoolUnitCloseDuringFills(t *testing.T) {
 	}
 }
 
-// TestPoolUnitCloseStopsFills: close ends the starts under way through
-// their context (a server that ends right after its last run does not
-// start the refills of that run to remove them) and returns without
-// waiting for them to finish; nothing is pooled or left.
-func TestPoolUnitCloseStopsFills(t *testing.T) {
-	st := &starter{gate: make(chan struct{}), stops: true}
-	pl := stubPool(t, 2, 2, st)
+// closeDuringTwoFills has pl (floor 2) run once, so that two fills start,
+// then closes it in the background once both are under way; the channel
+// is closed when close returns.
+func closeDuringTwoFills(t *testing.T, pl *pool, st *starter) <-chan struct{} {
+	t.Helper()
 	pl.take(context.Background(), stubProgram)
 	pl.done(stubProgram)
 	eventually(t, "two fills under way", func() bool {
@@ -268,6 +258,17 @@ func TestPoolUnitCloseStopsFills(t *testing.T) {
 	})
 	closed := make(chan struct{})
 	go func() { pl.close(); close(closed) }()
+	return closed
+}
+
+// TestPoolUnitCloseStopsFills: close ends the starts under way through
+// their context (a server that ends right after its last run does not
+// start the refills of that run to remove them) and returns without
+// waiting for them to finish; nothing is pooled or left.
+func TestPoolUnitCloseStopsFills(t *testing.T) {
+	st := &starter{gate: make(chan struct{}), stops: true}
+	pl := stubPool(t, 2, 2, st)
+	closed := closeDuringTwoFills(t, pl, st)
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
