@@ -205,7 +205,7 @@ func (c *fakeContainer) serve() {
 	// The runner itself first, as the bootstrap reads it (images.RunnerArgs).
 	head, err := in.ReadString('\n')
 	n, nerr := strconv.Atoi(strings.TrimSuffix(head[min(len(head), 1):], "\n"))
-	if err != nil || nerr != nil || (head[0] != 'S' && head[0] != 'M') {
+	if err != nil || nerr != nil || !strings.ContainsRune("SsM", rune(head[0])) {
 		return
 	}
 	if _, err := in.Discard(n); err != nil {
