@@ -16,11 +16,14 @@ import (
 	"github.com/pybox-dev/pybox/tools"
 )
 
-// dataServer starts a server on the datascience variant.
+// dataServer starts a server on the datascience variant. Its runs may take
+// 120 s (not the default 30): importing matplotlib,
+// numpy and pandas and rendering a dozen figures on one CPU's quota took
+// over 30 s on this 2-core machine while the other tests ran.
 func dataServer(t *testing.T, env ...string) *server {
 	t.Helper()
 	testenv.RuntimeImage(t, testenv.Docker(t), "datascience")
-	return startServer(t, append([]string{"PYBOX_VARIANT=datascience"}, env...)...)
+	return startServer(t, append([]string{"PYBOX_VARIANT=datascience", "PYBOX_TIMEOUT=120s"}, env...)...)
 }
 
 // pngs decodes every image content of a result, failing on anything that
