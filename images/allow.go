@@ -24,6 +24,21 @@ var idLike = regexp.MustCompile(`^(sha256:)?[0-9a-f]{1,64}$`)
 // fullID is a whole image ID, as pybox records it after resolving a reference.
 var fullID = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
+// Immutable reports whether ref names one image for good: a whole image
+// ID (sha256:<64 hex>) or a reference by digest (name@sha256:<64 hex>).
+// A tag may move to another image; an ID prefix may come to match another.
+func Immutable(ref string) bool {
+	if fullID.MatchString(ref) {
+		return true
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return false
+	}
+	_, digested := named.(reference.Canonical)
+	return digested
+}
+
 // NormalizeRef returns ref's full form (docker.io/library/python:3.12-slim
 // for python:3.12-slim; a tag of latest when none is given). An image ID or
 // a prefix of one is refused: the daemon resolves those against every image

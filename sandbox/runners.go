@@ -25,9 +25,9 @@ type runnerCache struct {
 }
 
 // runnerKey is the cache key of image and python, or "" when image is not
-// named by its content (an ID or a digest).
+// named for good (images.Immutable: a whole ID or a digest).
 func runnerKey(image string, python []string) string {
-	if !strings.HasPrefix(image, "sha256:") && !strings.Contains(image, "@sha256:") {
+	if !images.Immutable(image) {
 		return ""
 	}
 	return image + "\x00" + strings.Join(python, "\x00")

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"compress/zlib"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -61,9 +62,10 @@ func TestRunnerCacheRefusesGarbage(t *testing.T) {
 	var rc runnerCache
 	log := slog.New(slog.DiscardHandler)
 	py := []string{"/opt/venv/bin/python"}
-	_, key := rc.frame("sha256:aa", py)
+	id := "sha256:" + strings.Repeat("a", 64)
+	_, key := rc.frame(id, py)
 	rc.learn(key, []byte("import os; os.system('x')"), log)
-	if f, learn := rc.frame("sha256:aa", py); f[0] != 's' || learn != key {
+	if f, learn := rc.frame(id, py); f[0] != 's' || learn != key {
 		t.Errorf("garbage was kept: frame %q", f[:min(len(f), 20)])
 	}
 	var z bytes.Buffer
@@ -71,7 +73,7 @@ func TestRunnerCacheRefusesGarbage(t *testing.T) {
 	w.Write([]byte("marshal data"))
 	w.Close()
 	for i := range maxRunners + 3 {
-		_, key := rc.frame("sha256:"+strings.Repeat("b", i+1), py)
+		_, key := rc.frame(fmt.Sprintf("sha256:%064x", i+1), py)
 		rc.learn(key, z.Bytes(), log)
 	}
 	if n := len(rc.frames); n != maxRunners {
@@ -79,5 +81,11 @@ func TestRunnerCacheRefusesGarbage(t *testing.T) {
 	}
 	if f, _ := rc.frame("pybox-runtime:base", py); !bytes.Equal(f, images.RunnerFrame(false)) {
 		t.Error("an image by tag got a frame that asks for the compiled code")
+	}
+	// Only an image named for good: a prefix of an ID may come to match another image.
+	for ref, want := range map[string]bool{"sha256:aa": false, id[:20]: false, "python@" + id: true, "python:3.12@" + id: true, id: true} {
+		if _, learn := rc.frame(ref, py); (learn != "") != want {
+			t.Errorf("%s: asked for the compiled runner %v; want %v", ref, learn != "", want)
+		}
 	}
 }
