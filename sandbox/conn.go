@@ -28,6 +28,10 @@ type conn struct {
 	wmu     sync.Mutex     // one message at a time on the container's stdin
 	mux     *egressmux.Mux // the run's egress streams over this channel; nil: none (net frames break the protocol)
 
+	// oomKnown: the last turn's runner said whether the OOM killer ended
+	// its worker (res.OOMKilled holds its word); no need to ask the daemon.
+	oomKnown bool
+
 	halted   chan struct{} // closed by halt: pybox stops the program (a turn ends lost)
 	haltOnce sync.Once
 	haltWhy  error // set before halted is closed
@@ -138,6 +142,7 @@ var errTimedOut = errors.New("the program timed out")
 // turnEnd is how an exchange with the runner ended.
 type turnEnd struct {
 	code      int        // the done frame's exit status
+	oom       *bool      // the done frame's word on an OOM kill (nil: none)
 	dropped   int64      // output bytes past the cap the runner dropped
 	violation *Violation // the guardrails refused the program: it did not run
 	err       error      // the container ended, or broke the protocol
@@ -163,6 +168,11 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 	case end := <-done:
 		collected = true
 		res.ExitCode, res.Violation, res.DroppedBytes, lost = end.code, end.violation, end.dropped, end.err
+		c.oomKnown = end.oom != nil
+		if c.oomKnown {
+			res.OOMKilled = *end.oom
+			c.explained()
+		}
 		if lost != nil { // the container ended or broke the protocol: the program's result, not ours
 			if why := c.died(log, &res, lost, stderr); why != nil {
 				lost, err = why, why // no result to give: the caller gets the failure
@@ -231,7 +241,7 @@ func (c *conn) exchange(ctx context.Context, req request, stdout, stderr io.Writ
 	if werr := <-sent; werr != nil { // cannot happen after a done or policy frame, which needs the whole request
 		return turnEnd{err: fmt.Errorf("send to the runner: %w", werr)}
 	}
-	return turnEnd{code: v.Code, dropped: v.Dropped, violation: violation}
+	return turnEnd{code: v.Code, oom: v.OOM, dropped: v.Dropped, violation: violation}
 }
 
 // collect relays out and err frames until the done frame of nonce. Output
@@ -270,6 +280,8 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func(paylo
 			}
 		case f.kind == "abort":
 			return verdict{}, nil, fmt.Errorf("%w: %.200s", errAborted, f.payload)
+		case f.kind == "ended": // of any nonce: a session's worker may die between turns
+			return verdict{}, nil, endedStatus(f.payload)
 		default:
 			return verdict{}, nil, fmt.Errorf("%w: unexpected %s frame", errFraming, f.kind)
 		}
@@ -281,11 +293,23 @@ func (c *conn) collect(nonce string, stdout, stderr io.Writer, onCall func(paylo
 // connection to the daemon broke (ErrDaemonLost), or the daemon did not
 // report the container's exit in time (ErrNoVerdict); never a status 0.
 func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) error {
-	log.Warn("runner ended during a program", "container_id", shortID(c.k.ContainerID()), "err", why)
+	attrs := []any{"container_id", shortID(c.k.ContainerID()), "err", why}
+	if own := strings.TrimSpace(c.diag.String()); own != "" { // the runner's own failure (a traceback of pybox's code), bounded
+		attrs = append(attrs, "runner_stderr", own)
+	}
+	log.Warn("runner ended during a program", attrs...)
 	if errors.Is(why, errFraming) || errors.Is(why, errAborted) {
 		// It may still run, so there is no exit to wait for: we kill it.
 		fmt.Fprintf(stderr, "\npybox: %v\n", why)
 		res.ExitCode = 137
+		return nil
+	}
+	if e := (*workerEnded)(nil); errors.As(why, &e) && e.OOM != nil {
+		// The runner said how its worker ended: no need to wait for the
+		// daemon, whose word on an OOM kill comes late on a busy machine.
+		res.ExitCode, res.OOMKilled = e.Code, *e.OOM
+		c.oomKnown = true
+		c.explained()
 		return nil
 	}
 	switch known, lost := c.exitInto(res); {
@@ -307,6 +331,20 @@ func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) 
 // resourceKillNote explains a ResourceKilled result.
 const resourceKillNote = "the sandbox was killed for exceeding its resource limits (too many processes or threads: under gVisor, " +
 	"passing the process limit aborts the whole sandbox, and output written after that point is lost)"
+
+// explainedExit is implemented by attachments that would otherwise ask
+// their engine, once the container has exited with status 137, whether
+// the OOM killer ended it (engine.Attached): ExitExplained says the
+// runner has answered that already.
+type explainedExit interface{ ExitExplained() }
+
+// explained tells c's attachment, if it asks, that the runner has said
+// whether the OOM killer ended the program.
+func (c *conn) explained() {
+	if e, ok := c.k.(explainedExit); ok {
+		e.ExitExplained()
+	}
+}
 
 // exitInto records how the container ended, waiting at most teardownWait
 // (or the attachment's own exitLatency) for the daemon to report its exit:

@@ -235,11 +235,35 @@ func staleCall(payload []byte) []byte {
 	return toolReply{ID: c.ID, Error: &why}.encode()
 }
 
-// verdict is a done frame: the exit status, and how many bytes of output
-// past the request's cap the runner dropped.
+// verdict is a done frame: the exit status, how many bytes of output past
+// the request's cap the runner dropped, and whether the kernel's OOM
+// killer ended the worker (nil: the runner's cgroup does not say, as under
+// gVisor; the daemon is asked then).
 type verdict struct {
 	Code    int   `json:"code"`
 	Dropped int64 `json:"dropped"`
+	OOM     *bool `json:"oom"`
+}
+
+// workerEnded is a session runner's ended frame: its worker died (the
+// program's process, during a turn or between turns) and the supervisor
+// exits next. OOM as in verdict.
+type workerEnded struct {
+	Code int   `json:"code"`
+	OOM  *bool `json:"oom"`
+}
+
+func (e *workerEnded) Error() string {
+	return fmt.Sprintf("the session's Python process ended (status %d)", e.Code)
+}
+
+// endedStatus decodes an ended frame, as an error for collect to return.
+func endedStatus(payload []byte) error {
+	e := &workerEnded{}
+	if err := json.Unmarshal(payload, e); err != nil {
+		return fmt.Errorf("%w: bad ended frame", errFraming)
+	}
+	return e
 }
 
 // doneStatus decodes a done frame.

@@ -401,8 +401,8 @@ func (s *Sandbox) runOnce(ctx context.Context, w *warm, p Program) (Result, erro
 		req.Outputs = w.outputs.Path()
 	}
 	res, lost, err := w.turn(ctx, s.log, req, orDefault(p.Timeout, s.cfg.Limits.Timeout), stdout, stderr, p.Tools)
-	if lost == nil && res.ExitCode == 137 {
-		w.exitInto(&res) // killed: by the OOM killer? Docker knows
+	if lost == nil && res.ExitCode == 137 && !w.oomKnown {
+		w.exitInto(&res) // killed, and the runner's cgroup does not say by whom: Docker knows
 	}
 	res.Outputs, res.OutputsNote, w.outputs = w.outputs, w.outputsNote, nil // the caller's now
 	s.acct.handOver(res.Outputs)

@@ -28,7 +28,10 @@ or from site-packages until a program's request has arrived.
         container starts, such as Kubernetes, would miss a frame written earlier;
         its payload: this runner's code as the bootstrap compiled it, zlib of
         marshal, when pybox asked for it, else empty: see images.RunnerArgs),
-        out, err, done ({"code": status, "dropped": bytes past the cap, both streams}),
+        out, err, done ({"code": status, "dropped": bytes past the cap, both streams,
+        "oom": whether the kernel's OOM killer ended the worker, absent when the
+        cgroup does not say: see oom_word}),
+        ended (kernel: {"code", "oom"}, the worker died; the supervisor exits next),
         abort (why the worker was ended: it broke its control pipe),
         policy ({"rule", "detail", "line"}: the request's "guard" rules refused its
         code, checked here before the worker sees it; once: the runner then exits),
@@ -123,6 +126,23 @@ def confine():
         del os.environ[k]
 
 
+def oom_kills():
+    """How many processes the kernel's OOM killer has killed in this
+    container's memory cgroup (cgroup v2's memory.events, v1's
+    memory.oom_control; files no process of the container can write), or
+    None where neither says (gVisor): then pybox asks the daemon."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path, "rb") as f:
+                for line in f.read(4096).splitlines():
+                    word = line.split()
+                    if len(word) == 2 and word[0] == b"oom_kill":
+                        return int(word[1])
+        except (OSError, ValueError):
+            pass
+    return None
+
+
 def write_all(fd, data):
     view = memoryview(data)
     while view:
@@ -162,6 +182,7 @@ class Supervisor:
         # its control pipe, that the tests ran to their end (see attest).
         self.attest = None
         self.attested = False
+        self.ooms = oom_kills()  # before the worker exists: see oom_word
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -352,8 +373,25 @@ class Supervisor:
         if chunk:
             frame(self.nonce, kind, chunk)
 
-    def verdict(self, code):
-        frame(self.nonce, "done", json_dumps({"code": code, "dropped": self.dropped}).encode())
+    def verdict(self, code, oom=None):
+        v = {"code": code, "dropped": self.dropped}
+        if oom is not None:
+            v["oom"] = oom
+        frame(self.nonce, "done", json_dumps(v).encode())
+
+    def oom_word(self, code):
+        """Whether the OOM killer ended the worker (killed by SIGKILL, and
+        the cgroup's count of OOM kills went up since the supervisor
+        started), or None when the cgroup does not say. The kernel counts
+        the kill before it delivers the signal, so the answer is final
+        when the worker's death is seen: no wait for the daemon, whose
+        own word comes apart from the exit and late on a busy machine."""
+        if code != 128 + signal.SIGKILL:
+            return False
+        now = oom_kills()
+        if now is None or self.ooms is None:
+            return None
+        return now > self.ooms
 
     def drain(self):
         """Frame what the worker wrote before it said done or exited."""
@@ -433,10 +471,18 @@ class Supervisor:
                 frame(self.nonce, "err", b"pybox: the program ended its process with status 0 before its tests finished "
                       b"(os._exit or an exec, from any thread); that is a failure\n")
                 code = 1
+        oom = self.oom_word(code)
         if self.once and self.served:
-            self.verdict(code)
+            self.verdict(code, oom)
             if code < 128 and self.lingers:
                 self.linger()
+        elif not self.once and self.seq:
+            # kernel: the session's worker died (its program's turn, or a
+            # thread between turns); pybox reads why from this frame
+            ended = {"code": code}
+            if oom is not None:
+                ended["oom"] = oom
+            frame(self.nonce, "ended", json_dumps(ended).encode())
         os._exit(code & 0xFF)  # as PID 1: every other process of the container ends too
 
     def linger(self):

@@ -27,8 +27,9 @@ type Attached struct {
 	exit   Exit
 	pumpWG sync.WaitGroup
 	once   sync.Once
-	// killing is set by Destroy: an exit after it is pybox's own kill,
-	// never an OOM kill worth waiting for the daemon's word on.
+	// killing is set by Destroy (an exit after it is pybox's own kill) and
+	// by ExitExplained (the runner has said whether the OOM killer ended
+	// it): either way, no OOM kill worth waiting for the daemon's word on.
 	killing atomic.Bool
 }
 
@@ -96,10 +97,16 @@ func (c *Client) attachedExit(ctx context.Context, id string, r waitResult, kill
 	}
 	exit := Exit{Code: int(r.resp.StatusCode)}
 	if exit.Code == 137 && !killing.Load() {
-		exit.OOMKilled = c.oomKilled(ctx, id)
+		exit.OOMKilled = c.oomKilled(ctx, id, killing.Load)
 	}
 	return exit
 }
+
+// ExitExplained says that pybox knows already whether the OOM killer
+// ended the container (its runner said so, from its cgroup's count): an
+// exit 137 does not wait for the daemon's word on it, and a wait under
+// way stops.
+func (a *Attached) ExitExplained() { a.killing.Store(true) }
 
 // ContainerID is the container's ID.
 func (a *Attached) ContainerID() string { return a.ID }

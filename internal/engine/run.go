@@ -110,7 +110,7 @@ func (c *Client) runCreated(ctx context.Context, id string, spec Spec) (Exit, er
 		<-copyDone
 	}
 	if exit.Code == 137 && !exit.TimedOut && !exit.Cancelled {
-		exit.OOMKilled = c.oomKilled(context.WithoutCancel(ctx), id)
+		exit.OOMKilled = c.oomKilled(context.WithoutCancel(ctx), id, nil)
 	}
 	if spec.OnExit != nil && !exit.Cancelled {
 		if err := spec.OnExit(ctx, id, exit); err != nil {
@@ -171,8 +171,9 @@ func waitError(w container.WaitResponse) error {
 // auto-removed container is gone a moment after its exit). The daemon
 // learns of an OOM kill from its own event, which may come a moment after
 // the exit under load: a "no" is asked again for up to oomSettle before it
-// is believed.
-func (c *Client) oomKilled(ctx context.Context, id string) bool {
+// is believed, unless stop (when given) says the answer is known
+// elsewhere meanwhile.
+func (c *Client) oomKilled(ctx context.Context, id string, stop func() bool) bool {
 	deadline := time.Now().Add(oomSettle)
 	for {
 		ins, err := c.cli().ContainerInspect(ctx, id)
@@ -185,7 +186,7 @@ func (c *Client) oomKilled(ctx context.Context, id string) bool {
 		case c.sawOOM(ctx, id):
 			return true
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if time.Now().After(deadline) || ctx.Err() != nil || (stop != nil && stop()) {
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)
