@@ -205,10 +205,15 @@ class Stream:
             if self.reading and self.credit > 0 and not self.closed:
                 self.read()
         except OSError:  # the program reset its connection
-            self.reading = False
-            self.queue.clear()
-            self.eof = True
+            self.reset()
         self.update()
+
+    def reset(self):
+        """The program's socket failed (the program reset it): nothing
+        more goes either way; update then closes it and tells pybox."""
+        self.reading = False
+        self.queue.clear()
+        self.eof = True
 
     def read(self):
         try:
@@ -241,6 +246,16 @@ class Stream:
             self.sock.shutdown(socket.SHUT_WR)  # the program reads the end; it may still write
 
     def take(self, op, body):
+        """A message of pybox's for this stream. A socket call failing here
+        (the program reset its connection while nobody watched it: its
+        window to pybox full) ends the stream, never the supervisor."""
+        try:
+            self.apply(op, body)
+        except OSError:
+            self.reset()
+            self.update()
+
+    def apply(self, op, body):
         if op == OP_DATA and self.local:
             self.queue.append(body)
         elif op == OP_ACK and len(body) == 4:
