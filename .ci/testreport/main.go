@@ -2,7 +2,8 @@
 // event stream to a file, prints what plain `go test` would print (each
 // package's result line, the output of failing tests, build errors), and at
 // the end prints a table of the setup steps' times and the slowest packages
-// and tests.
+// and tests, then each failed test's own messages (the lines a reader of
+// only the output's end needs, when the failures' logs ran long).
 //
 //	GOFLAGS=-json go test ./... | testreport -json out.json -steps steps.txt
 //	testreport -table out.json   # only the table, from a saved stream
@@ -62,5 +63,6 @@ func run(jsonOut, steps, table string) error {
 		return err
 	}
 	printTable(os.Stdout, stepTimes, r.packages, r.tests, r.subtests)
+	printFailures(os.Stdout, r.failures)
 	return nil
 }

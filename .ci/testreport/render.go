@@ -32,6 +32,7 @@ type renderer struct {
 	packages []timing
 	tests    []timing
 	subtests int
+	failures []string // "test: message" of each failed test, for the end
 }
 
 func newRenderer(w io.Writer, live bool) *renderer {
@@ -58,6 +59,7 @@ func (r *renderer) line(b []byte) {
 		r.record(e)
 		if e.Test != "" {
 			r.print(strings.Join(r.outputs[key], ""))
+			r.failures = append(r.failures, failureLines(shortPackage(e.Package)+" "+e.Test, r.outputs[key])...)
 		}
 		delete(r.outputs, key)
 	case "pass", "skip":
@@ -101,4 +103,51 @@ func (r *renderer) print(s string) {
 
 func shortPackage(p string) string {
 	return strings.TrimPrefix(p, "github.com/pybox-dev/pybox/")
+}
+
+// failureLines picks a failed test's own messages (t.Errorf, t.Fatalf:
+// "    file_test.go:N: ..."), not the logs a test dumps under them, each cut
+// to maxFailureLine bytes, at most maxFailureLines of them: what a reader
+// of only the end of a long run's output needs first.
+func failureLines(test string, output []string) []string {
+	var out []string
+	for _, l := range output {
+		if !isTestMessage(l) {
+			continue
+		}
+		if len(out) == maxFailureLines {
+			out = append(out, test+": ...")
+			break
+		}
+		msg := strings.TrimSpace(l)
+		if len(msg) > maxFailureLine {
+			msg = msg[:maxFailureLine] + "..."
+		}
+		out = append(out, test+": "+msg)
+	}
+	return out
+}
+
+const (
+	maxFailureLines = 8
+	maxFailureLine  = 400
+)
+
+// isTestMessage reports whether l is a test's message line: four spaces,
+// then file.go:N: (a continuation of it, or of a dumped log, is indented
+// further).
+func isTestMessage(l string) bool {
+	rest, ok := strings.CutPrefix(l, "    ")
+	if !ok || strings.HasPrefix(rest, " ") {
+		return false
+	}
+	file, after, ok := strings.Cut(rest, ".go:")
+	if !ok || strings.ContainsAny(file, " \t") {
+		return false
+	}
+	n := 0
+	for n < len(after) && after[n] >= '0' && after[n] <= '9' {
+		n++
+	}
+	return n > 0 && strings.HasPrefix(after[n:], ": ")
 }

@@ -82,3 +82,15 @@ func printTable(w io.Writer, steps []step, packages, tests []timing, subtests in
 	}
 	tw.Flush()
 }
+
+// printFailures prints each failed test's messages, last, so the end of a
+// long run's output says what failed and why.
+func printFailures(w io.Writer, failures []string) {
+	if len(failures) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n== failures (their messages; the whole output is above)\n")
+	for _, f := range failures {
+		fmt.Fprintln(w, f)
+	}
+}
