@@ -29,8 +29,8 @@ or from site-packages until a program's request has arrived.
         its payload: this runner's code as the bootstrap compiled it, zlib of
         marshal, when pybox asked for it, else empty: see images.RunnerArgs),
         out, err, done ({"code": status, "dropped": bytes past the cap, both streams,
-        "oom": whether the kernel's OOM killer ended the worker, absent when the
-        cgroup does not say: see oom_word}),
+        "oom": after a SIGKILL (status 137), whether the kernel's OOM killer sent
+        it; absent otherwise, or when the cgroup does not say: see oom_word}),
         ended (kernel: {"code", "oom"}, the worker died; the supervisor exits next),
         abort (why the worker was ended: it broke its control pipe),
         policy ({"rule", "detail", "line"}: the request's "guard" rules refused its
@@ -380,14 +380,14 @@ class Supervisor:
         frame(self.nonce, "done", json_dumps(v).encode())
 
     def oom_word(self, code):
-        """Whether the OOM killer ended the worker (killed by SIGKILL, and
-        the cgroup's count of OOM kills went up since the supervisor
-        started), or None when the cgroup does not say. The kernel counts
+        """Whether the OOM killer ended the worker (the cgroup's count of OOM
+        kills went up since the supervisor started), when it was killed by
+        SIGKILL; None otherwise, or when the cgroup does not say. The kernel counts
         the kill before it delivers the signal, so the answer is final
         when the worker's death is seen: no wait for the daemon, whose
         own word comes apart from the exit and late on a busy machine."""
         if code != 128 + signal.SIGKILL:
-            return False
+            return None  # no kill: nothing to say (and the frame stays as it was)
         now = oom_kills()
         if now is None or self.ooms is None:
             return None
