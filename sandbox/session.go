@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -49,6 +51,7 @@ type session struct {
 	python    []string
 	workspace string
 	outputs   *sessionOutputs // its private output area; nil = none
+	noOutputs string          // why it has none, when it should (each turn's note)
 	egress    *egressRun      // its egress proxy, for the session's life; nil = no network
 	created   time.Time
 
@@ -64,6 +67,14 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 	plan.Labels = s.labels("session", plan)
 	plan.Labels[LabelSession] = id
 	outputs, err := s.newSessionOutputs()
+	noOutputs := ""
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// The owner's storage is full (a quota filesystem): the session
+		// starts without its output area, as a stateless run then runs
+		// without its output folder, and its turns say so.
+		s.log.Warn("session output area unavailable", "session_id", id, "err", err)
+		outputs, err, noOutputs = nil, nil, "figures and output files were not collected: the storage quota was full when this session started, so it has no output area"
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -87,8 +98,8 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 		net.close(s.log)
 		return nil, fmt.Errorf("session kernel did not start: %w", err)
 	}
-	return &session{conn: c, id: id, image: p.Image, python: p.Python, workspace: p.Workspace, outputs: outputs, egress: net,
-		created: time.Now(), lastUsed: time.Now()}, nil
+	return &session{conn: c, id: id, image: p.Image, python: p.Python, workspace: p.Workspace, outputs: outputs, noOutputs: noOutputs,
+		egress: net, created: time.Now(), lastUsed: time.Now()}, nil
 }
 
 // run sends one program to the kernel, with outputs (a folder of its

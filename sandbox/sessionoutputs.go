@@ -76,7 +76,7 @@ func (s *Sandbox) beginTurnOutputs(ls *liveSession) string {
 // why the call has none.
 func (s *Sandbox) endTurnOutputs(ls *liveSession, name string) (*Outputs, string) {
 	if ls.outputs == nil {
-		return nil, ""
+		return nil, ls.noOutputs
 	}
 	o, err := ls.outputs.end(name)
 	if err != nil {
