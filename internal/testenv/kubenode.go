@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,21 +132,83 @@ func (n *Node) startKubernetes(bin string) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(1)
-	if err != nil {
+	if err := n.startListening(filepath.Join(bin, "kube-scheduler"), "scheduler.log", 1, func(ports []int) ([]string, error) {
+		return []string{"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[0]), "--leader-elect=false"}, nil
+	}); err != nil {
 		return err
 	}
-	if err := n.start(filepath.Join(bin, "kube-scheduler"), "scheduler.log", "--kubeconfig="+kubeconfig,
-		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig, "--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", ports[0]), "--leader-elect=false"); err != nil {
-		return err
+	return n.startListening(filepath.Join(bin, "kubelet"), "kubelet.log", 2, func(ports []int) ([]string, error) {
+		if err := os.WriteFile(n.path("kubelet/config.yaml"), []byte(n.kubeletConfig(ports[0], ports[1])), 0o644); err != nil {
+			return nil, err
+		}
+		args := []string{"--config=" + n.path("kubelet/config.yaml"), "--kubeconfig=" + kubeconfig,
+			"--root-dir=" + n.path("kubelet/root"), "--cert-dir=" + n.path("kubelet/pki"), "--hostname-override=" + NodeName}
+		if v := os.Getenv("PYBOX_K8S_KUBELET_V"); v != "" {
+			args = append(args, "-v="+v) // 3 logs the steps KubeletSteps reads
+		}
+		return args, nil
+	})
+}
+
+// startListening starts bin with the arguments args gives for nports
+// ports free a moment ago (the first: the one it serves on), and waits
+// until it accepts connections there. A port free when drawn may be taken
+// before bin binds it (by another test process's node, whose draws this
+// process does not see): bin then exits ("address already in use"), and is
+// started again on other ports, a few times.
+func (n *Node) startListening(bin, logName string, nports int, args func(ports []int) ([]string, error)) error {
+	for try := 1; ; try++ {
+		ports, err := freePorts(nports)
+		if err != nil {
+			return err
+		}
+		a, err := args(ports)
+		if err != nil {
+			return err
+		}
+		p, err := startProc(n.dir, bin, logName, a...)
+		if err != nil {
+			return err
+		}
+		listening, exited := waitListening(p, ports[0], 2*time.Minute)
+		if listening {
+			n.procs = append(n.procs, p)
+			return nil
+		}
+		if !exited {
+			stopProcs([]proc{p})
+		}
+		log := tail(filepath.Join(n.dir, logName), 3000)
+		if exited && try < 4 && strings.Contains(log, "address already in use") {
+			continue
+		}
+		return fmt.Errorf("%s did not listen on 127.0.0.1:%d (exited: %v); its log ends:\n%s", filepath.Base(bin), ports[0], exited, log)
 	}
-	args := []string{"--config=" + n.path("kubelet/config.yaml"), "--kubeconfig=" + kubeconfig,
-		"--root-dir=" + n.path("kubelet/root"), "--cert-dir=" + n.path("kubelet/pki"), "--hostname-override=" + NodeName}
-	if v := os.Getenv("PYBOX_K8S_KUBELET_V"); v != "" {
-		args = append(args, "-v="+v) // 3 logs the steps KubeletSteps reads
+}
+
+// waitListening waits, up to limit, until 127.0.0.1:port accepts a
+// connection or p exits.
+func waitListening(p proc, port int, limit time.Duration) (listening, exited bool) {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return false, true
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return true, false
+		}
+		select { // polling the port: nothing tells us when it binds
+		case <-p.done:
+			return false, true
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return n.start(filepath.Join(bin, "kubelet"), "kubelet.log", args...)
+	return false, false
 }
 
 func (n *Node) start(bin, logName string, args ...string) error {

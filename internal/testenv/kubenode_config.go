@@ -10,9 +10,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// writeConfigs writes the node's containerd, CNI, kubelet (and, with
-// Runsc, gVisor shim) configurations: every folder, port, name and cgroup
-// its own.
+// writeConfigs writes the node's containerd, CNI (and, with Runsc, gVisor
+// shim) configurations: every folder, name and cgroup its own (the
+// kubelet's, with its ports, is written as it starts: startKubernetes).
 func (n *Node) writeConfigs() error {
 	for _, p := range []string{"ctrd", "cni", "kubelet/root", "kubelet/pki", "pod-logs"} {
 		if err := os.MkdirAll(n.path(p), 0o755); err != nil {
@@ -20,15 +20,10 @@ func (n *Node) writeConfigs() error {
 		}
 	}
 	n.sock = n.path("ctrd/containerd.sock")
-	ports, err := freePorts(2)
-	if err != nil {
-		return err
-	}
 	files := map[string]string{
 		"ctrd/config.toml":      n.containerdConfig(),
 		"ctrd/runsc.toml":       n.runscConfig(),
 		"cni/10-pybox.conflist": n.cniConfig(),
-		"kubelet/config.yaml":   n.kubeletConfig(ports[0], ports[1]),
 	}
 	for name, body := range files {
 		if err := os.WriteFile(n.path(name), []byte(body), 0o644); err != nil {
