@@ -16,8 +16,8 @@ import (
 // (Debian's Podman 4.3, which refuses to start a container whose default
 // process and open-file limits it cannot grant, and knows neither uid= nor
 // nr_inodes= on a tmpfs): a run, a run reading a file the file tools
-// wrote, a timeout, a session keeping its variables, and a pybox eval
-// batch all work, and nothing is left on Podman.
+// wrote, a timeout, an OOM kill reported as one, a session keeping its
+// variables, and a pybox eval batch all work, and nothing is left on Podman.
 func TestPodmanRootful(t *testing.T) {
 	pod, host := testenv.Podman(t)
 	s := startServer(t, "DOCKER_HOST="+host)
@@ -37,6 +37,11 @@ func TestPodmanRootful(t *testing.T) {
 	}
 	if out, res := s.exec(map[string]any{"code": "while True: pass", "timeout_s": 1}); !out.TimedOut {
 		t.Errorf("a timeout on Podman: %s", text(res))
+	}
+	// Podman 4.3 does not report an OOM kill; the runner's own word (its
+	// cgroup's count of OOM kills) does.
+	if out, res := s.exec(map[string]any{"code": "x = bytearray(900 << 20); x[::4096] = b'x' * len(x[::4096])"}); !out.OOMKilled || out.ExitCode != 137 {
+		t.Errorf("an OOM kill on Podman: %s", text(res))
 	}
 	s.sessionRun("pod", "x = 41")
 	if got := s.sessionRun("pod", "print(x + 1)"); got.Stdout != "42\n" {
