@@ -140,15 +140,17 @@ func procStats(t *testing.T, pid int) (fds, threads, rssKiB int) {
 // session, install cache hit): every call gets its expected result, the
 // server's open files, threads and memory stay flat, and no container is
 // left. PYBOX_SOAK_CALLS sets the length (CI: 210; the full run: 2000).
+// Its package is its own (testenv.OwnPackage): it takes no layer-cache
+// lock, which it held for minutes beside the other installing tests.
 func TestSoakMixedCalls(t *testing.T) {
-	layerTest(t)
+	parallelTest(t)
 	calls := 210
 	if n, err := strconv.Atoi(os.Getenv("PYBOX_SOAK_CALLS")); err == nil && n > 0 {
 		calls = n
 	}
-	wh := testenv.Wheelhouse(t)
-	s := packageServer(t, wh, "PYBOX_MEMORY=128m", "PYBOX_OUTPUT_LIMIT=256k")
-	if first := s.install("pyboxdemo"); first.Image == "" {
+	pkg, wh := testenv.OwnPackage(t, testenv.Docker(t))
+	s := startServer(t, "PYBOX_WHEELHOUSE="+wh, "PYBOX_INSTALL_NETWORK=none", "PYBOX_MEMORY=128m", "PYBOX_OUTPUT_LIMIT=256k")
+	if first := s.install(pkg); first.Image == "" {
 		t.Fatalf("install: %+v", first)
 	}
 	kinds := []struct {
@@ -164,7 +166,7 @@ func TestSoakMixedCalls(t *testing.T) {
 		{"oom", map[string]any{"code": "x = bytearray(600 << 20); x[::4096] = b'x' * len(x[::4096])"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.OOMKilled }},
 		{"flood", map[string]any{"code": "import sys\nfor _ in range(50): sys.stdout.write('y' * 100_000)"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Truncated }},
 		{"session", map[string]any{"code": "n = globals().get('n', 0) + 1\nprint('ok')", "session_id": "soak"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Stdout == "ok\n" }},
-		{"import", map[string]any{"code": "import pyboxdemo\nprint(pyboxdemo.answer())"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Stdout == "42\n" }},
+		{"import", map[string]any{"code": "import " + pkg + "\nprint(" + pkg + ".answer())"}, func(o tools.ExecutionOutput, _ *mcp.CallToolResult) bool { return o.Stdout == "42\n" }},
 	}
 	pid := s.cmd.Process.Pid
 	var base [3]int
@@ -175,7 +177,7 @@ func TestSoakMixedCalls(t *testing.T) {
 			base[0], base[1], base[2] = procStats(t, pid)
 		}
 		if i%len(kinds) == len(kinds)-1 && i/len(kinds)%5 == 0 {
-			if c := s.install("pyboxdemo"); !c.Cached { // an install cache hit now and then
+			if c := s.install(pkg); !c.Cached { // an install cache hit now and then
 				t.Errorf("call %d: a repeated install was not a cache hit: %+v", i, c)
 			}
 			continue

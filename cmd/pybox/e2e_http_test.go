@@ -226,9 +226,8 @@ func TestHTTPAuth(t *testing.T) {
 // tenant a's through any tool: files, code files, sessions, the
 // environment and its packages; and each reads back only its own.
 func TestHTTPTenantsIsolated(t *testing.T) {
-	layerTest(t)
-	wh := testenv.Wheelhouse(t)
-	dropTestLayers(t)
+	parallelTest(t)
+	pkg, wh := testenv.OwnPackage(t, testenv.Docker(t)) // its own: no layer-cache lock
 	h := startHTTP(t, false, "PYBOX_WHEELHOUSE="+wh, "PYBOX_INSTALL_NETWORK=none", "PYBOX_TOOLSET=all")
 	a, b := h.connect(tokenA), h.connect(tokenB)
 	// Tenant a makes one of everything.
@@ -239,7 +238,7 @@ func TestHTTPTenantsIsolated(t *testing.T) {
 		{"write_file", map[string]any{"path": "secret.txt", "content": "a's secret"}},
 		{"initialize_code_file", map[string]any{"content": "A_VALUE = 1\n", "filename": "a_prog"}},
 		{"execute_code", map[string]any{"code": "x = 'a in session'", "session_id": "shared-name"}},
-		{"install_dependencies", map[string]any{"packages": []string{"pyboxdemo"}}},
+		{"install_dependencies", map[string]any{"packages": []string{pkg}}},
 	}
 	var codeFile string
 	for _, st := range steps {
@@ -275,9 +274,9 @@ func TestHTTPTenantsIsolated(t *testing.T) {
 	expectNot("execute_code", map[string]any{"code": "import glob; print(glob.glob('/workspace/**', recursive=True)); print(open('secret.txt').read())"}, "a's secret", "a_prog")
 	expectNot("list_sessions", map[string]any{}, "shared-name")
 	expectNot("execute_code", map[string]any{"code": "print(globals().get('x'))", "session_id": "shared-name"}, "a in session")
-	expectNot("get_environment_config", map[string]any{}, "pyboxdemo")
-	expectNot("check_installed_packages", map[string]any{"packages": []string{"pyboxdemo"}}, "installed (version", `"installed":true`)
-	expectNot("execute_code", map[string]any{"code": "import pyboxdemo; print('ANSWER', pyboxdemo.answer())"}, "ANSWER 42")
+	expectNot("get_environment_config", map[string]any{}, pkg)
+	expectNot("check_installed_packages", map[string]any{"packages": []string{pkg}}, "installed (version", `"installed":true`)
+	expectNot("execute_code", map[string]any{"code": "import " + pkg + "; print('ANSWER', " + pkg + ".answer())"}, "ANSWER 42")
 	expectNot("close_session", map[string]any{"session_id": "shared-name"})
 	expectNot("configure_environment", map[string]any{"type": "venv-uv"})
 	// a's things are all still a's, unchanged by b.
@@ -290,7 +289,7 @@ func TestHTTPTenantsIsolated(t *testing.T) {
 	if _, out := callOK(t, a, "execute_code", map[string]any{"code": "print(x)", "session_id": "shared-name"}); !strings.Contains(out, "a in session") {
 		t.Errorf("tenant a's session after b's calls: %s", out)
 	}
-	if _, out := callOK(t, a, "execute_code", map[string]any{"code": "import pyboxdemo; print(pyboxdemo.answer())"}); !strings.Contains(out, "42") {
+	if _, out := callOK(t, a, "execute_code", map[string]any{"code": "import " + pkg + "; print(" + pkg + ".answer())"}); !strings.Contains(out, "42") {
 		t.Errorf("tenant a's package after b's calls: %s", out)
 	}
 	// On disk: each tenant's files under its own folder.

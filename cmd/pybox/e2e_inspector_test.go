@@ -33,19 +33,18 @@ func inspector(t *testing.T) string {
 // with a JSON list (pybox declared ["null","array"], which it passed on as
 // a string: "has type string, want one of null, array").
 func TestInspectorCLIPassesLists(t *testing.T) {
-	layerTest(t)
+	parallelTest(t)
 	bin := inspector(t)
 	testenv.RuntimeImage(t, testenv.Docker(t), "base")
-	wh := testenv.Wheelhouse(t)
-	dropTestLayers(t)
+	pkg, wh := testenv.OwnPackage(t, testenv.Docker(t)) // its own: no layer-cache lock
 	cases := []struct {
 		toolset, tool string
 		args          []string
 		want          string
 	}{
 		{"default", "check_installed_packages", []string{`packages=["pip","numpy"]`}, "pip: installed"},
-		{"default", "install_dependencies", []string{`packages=["pyboxdemo"]`}, "pyboxdemo"},
-		{"python-executor", "install_packages", []string{`packages=["pyboxdemo"]`}, "pyboxdemo"},
+		{"default", "install_dependencies", []string{`packages=["` + pkg + `"]`}, pkg},
+		{"python-executor", "install_packages", []string{`packages=["` + pkg + `"]`}, pkg},
 		{"python-executor", "execute_python", []string{`code=print(input() + input())`, `inputData=["4","2"]`}, "42"},
 	}
 	for _, c := range cases {

@@ -82,25 +82,28 @@ func checkGolden(t *testing.T, path string, v any) {
 
 // TestToolsetCalls: a call in each set's own argument style works.
 func TestToolsetCalls(t *testing.T) {
-	layerTest(t)
-	wh := testenv.Wheelhouse(t)
+	parallelTest(t)
+	pkg, wh := testenv.OwnPackage(t, testenv.Docker(t)) // its own: no layer-cache lock
+	serve := func(t *testing.T, set string) *server {
+		return startServer(t, "PYBOX_WHEELHOUSE="+wh, "PYBOX_INSTALL_NETWORK=none", "PYBOX_TOOLSET="+set)
+	}
 	t.Run("mcp-code-executor", func(t *testing.T) {
-		s := packageServer(t, wh, "PYBOX_TOOLSET=mcp-code-executor")
+		s := serve(t, "mcp-code-executor")
 		out, _ := s.exec(map[string]any{"code": "print('hi')", "filename": "greet"})
 		if out.Stdout != "hi\n" || !strings.Contains(filepath.Base(out.FilePath), "greet_") {
 			t.Errorf("execute_code: %+v", out)
 		}
 	})
 	t.Run("mcp-executor", func(t *testing.T) {
-		s := packageServer(t, wh, "PYBOX_TOOLSET=mcp-executor")
+		s := serve(t, "mcp-executor")
 		s.call("execute_python", map[string]any{"code": "total = 40"})
 		if got := text(s.call("execute_python", map[string]any{"code": "print(total + 2)"})); !strings.Contains(got, "42") {
 			t.Errorf("execute_python is not stateful: %s", got)
 		}
-		if res := s.call("install_package", map[string]any{"package": "pyboxother"}); res.IsError {
+		if res := s.call("install_package", map[string]any{"package": pkg}); res.IsError {
 			t.Fatalf("install_package: %s", text(res))
 		}
-		if got := text(s.call("execute_python", map[string]any{"code": "import pyboxother; print(pyboxother.VERSION)"})); !strings.Contains(got, "1.0") {
+		if got := text(s.call("execute_python", map[string]any{"code": "import " + pkg + "; print(" + pkg + ".VERSION)"})); !strings.Contains(got, "1.0") {
 			t.Errorf("after install_package: %s", got)
 		}
 		s.call("write_file", map[string]any{"path": "notes.txt", "content": "hello"})
@@ -113,12 +116,12 @@ func TestToolsetCalls(t *testing.T) {
 	})
 	for _, set := range []string{"python-executor", "all"} {
 		t.Run(set, func(t *testing.T) {
-			s := packageServer(t, wh, "PYBOX_TOOLSET="+set)
+			s := serve(t, set)
 			got := text(s.call("execute_python", map[string]any{"code": "a = input(); b = input(); print(a + b)", "inputData": []string{"fire", "fly"}}))
 			if !strings.Contains(got, "firefly") {
 				t.Errorf("execute_python with inputData: %s", got)
 			}
-			if res := s.call("install_packages", map[string]any{"packages": []string{"pyboxbase==1.0"}}); res.IsError {
+			if res := s.call("install_packages", map[string]any{"packages": []string{pkg + "==1.0"}}); res.IsError {
 				t.Errorf("install_packages: %s", text(res))
 			}
 			if got := text(s.call("execute_python", map[string]any{"code": "print(x)"})); !strings.Contains(got, "NameError") {

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,10 +28,55 @@ var layerLock struct {
 
 var layerTurn = make(chan struct{}, 1)
 
-// benchLayer matches the requirement label of a layer whose lineage
-// installed a package of a pybox bench (named by internal/bench's
-// packagePrefix: pyboxbench, nine digits, x).
-var benchLayer = regexp.MustCompile(`"pyboxbench[0-9]{9}x[0-9]`)
+// privateLayer matches the requirement label of a layer whose lineage
+// installed a package no other test installs: a pybox bench's (named by
+// internal/bench's packagePrefix: pyboxbench, nine digits, x) or a test's
+// own (OwnPackage: pyboxown, nine digits, x).
+var privateLayer = regexp.MustCompile(`"pybox(bench|own)[0-9]{9}x[0-9]`)
+
+// OwnPackage returns the name of a package of t's own, and a wheelhouse
+// holding only it (1.0, whose answer() returns 42). Its layers' keys are
+// t's alone, so t may install it without the layer-cache lock: no other
+// test is handed its layers from the cache, none counts or removes them
+// (Layers.New leaves them out), and t removes them when it ends, after
+// its servers (RemoveLayersWith, registered here first).
+func OwnPackage(t testing.TB, eng *engine.Client) (name, wheelhouse string) {
+	t.Helper()
+	name = fmt.Sprintf("pyboxown%09dx1", mrand.IntN(1e9))
+	wheelhouse = t.TempDir()
+	if err := os.Chmod(wheelhouse, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	WriteWheel(t, wheelhouse, Wheel{Name: name, Version: "1.0", Code: "VERSION = '1.0'\ndef answer():\n    return 42\n"})
+	t.Cleanup(func() { RemoveLayersWith(t, eng, name) })
+	return name, wheelhouse
+}
+
+// RemoveLayersWith removes the package layers whose lineage installed pkg
+// (a layer with children goes after them).
+func RemoveLayersWith(t testing.TB, eng *engine.Client, pkg string) {
+	t.Helper()
+	var errs []string
+	for range 3 {
+		errs = errs[:0]
+		list, err := eng.ListImages(context.Background(), "pybox.managed", "image")
+		if err != nil {
+			t.Errorf("list package layers: %v", err)
+			return
+		}
+		for _, img := range list {
+			if strings.Contains(img.Labels[images.LabelRequirements], `"`+pkg) {
+				if err := eng.RemoveImage(context.Background(), img.ID); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+		}
+		if len(errs) == 0 {
+			return
+		}
+	}
+	t.Logf("layers of %s left: %s", pkg, strings.Join(errs, "; "))
+}
 
 // Layers is a test's hold on the daemon's package layers: the layers
 // there were when it took the hold, which no other test changes until the
@@ -128,16 +174,16 @@ func (l *Layers) list(t testing.TB) []engine.Image {
 	return list
 }
 
-// New lists the package layers made since the hold was taken, except a
-// pybox bench's: the bench (TestBenchReport) runs beside the lock's
-// holder, installs only packages of its own (keys no test shares) and
-// removes only its own layers when it ends, so a test neither counts nor
-// removes them.
+// New lists the package layers made since the hold was taken, except
+// those of a pybox bench or a test's OwnPackage: they run beside the
+// lock's holder, install only packages of their own (keys no test shares)
+// and remove only their own layers when they end, so a test neither
+// counts nor removes them.
 func (l *Layers) New(t testing.TB) []engine.Image {
 	t.Helper()
 	var made []engine.Image
 	for _, img := range l.list(t) {
-		if !l.before[img.ID] && !benchLayer.MatchString(img.Labels[images.LabelRequirements]) {
+		if !l.before[img.ID] && !privateLayer.MatchString(img.Labels[images.LabelRequirements]) {
 			made = append(made, img)
 		}
 	}
