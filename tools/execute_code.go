@@ -120,6 +120,9 @@ func (f *saved) store(h *handlers, dir *storage.Dir, name, code string) error {
 		f.note = "the program's file was removed after the run: the workspace is over its storage quota"
 	}
 	if err := dir.Create(name, []byte(code)); err != nil {
+		if full := storageFull(err); full != nil {
+			return fmt.Errorf("the program's file could not be saved: %w", full)
+		}
 		return fmt.Errorf("%w: %w", errSave, err)
 	}
 	return nil

@@ -66,7 +66,21 @@ func (h *handlers) fileError(ctx context.Context, what, filePath string, err err
 	case errors.Is(err, storage.ErrTooLarge):
 		return fmt.Errorf("file %s would exceed the per-file limit of %d bytes; it is unchanged", filePath, h.cfg.MaxFileBytes)
 	}
+	if full := storageFull(err); full != nil {
+		return full
+	}
 	return h.internal(ctx, what, err)
+}
+
+// storageFull is err as a refusal for the storage quota when the
+// filesystem refused the write for room (ENOSPC, EDQUOT: the owner's own
+// quota filesystem is full, or the disk), nil otherwise: the client is
+// told to make room, not that pybox failed.
+func storageFull(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: the storage is full (no space left on device), so nothing was written; delete files to make room", sandbox.ErrQuota)
+	}
+	return nil
 }
 
 // textResult is a successful result whose text the model reads.
