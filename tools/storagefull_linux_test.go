@@ -2,15 +2,13 @@ package tools
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/pybox-dev/pybox/internal/storage"
+	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/sandbox"
 )
 
@@ -20,29 +18,14 @@ import (
 // refused as the storage quota (make room), not reported as pybox's
 // internal failure, which is what saving a run's program was.
 func TestFullStorageIsAQuotaRefusal(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	root := t.TempDir()
-	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=1m,nr_inodes=32,mode=0755"); err != nil {
-		t.Skipf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(root, syscall.MNT_DETACH) })
+	root := testenv.SmallFS(t)
 	d, err := storage.Open(filepath.Join(root, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
 	h := &handlers{cfg: Config{Storage: d, MaxCodeBytes: 1 << 20, MaxFileBytes: 1 << 20, Log: slog.New(slog.DiscardHandler)}}
-	for i := 0; ; i++ {
-		err := os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d", i)), nil, 0o644)
-		if errors.Is(err, syscall.ENOSPC) {
-			break
-		}
-		if err != nil || i > 1000 {
-			t.Fatalf("filling the tmpfs: %v after %d files", err, i)
-		}
-	}
+	testenv.Fill(t, root)
 	f, err := h.codeFile("print(1)", "prog", "")
 	if err != nil {
 		t.Fatal(err)
