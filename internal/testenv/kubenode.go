@@ -188,27 +188,25 @@ func (n *Node) startListening(bin, logName string, nports int, args func(ports [
 }
 
 // waitListening waits, up to limit, until 127.0.0.1:port accepts a
-// connection or p exits.
+// connection or p exits (polling the port: nothing tells when it binds).
 func waitListening(p proc, port int, limit time.Duration) (listening, exited bool) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	WaitFor(ctx, func() bool {
 		select {
 		case <-p.done:
-			return false, true
+			exited = true
+			return true
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
-			return true, false
+			listening = true
 		}
-		select { // polling the port: nothing tells us when it binds
-		case <-p.done:
-			return false, true
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return false, false
+		return listening
+	})
+	return listening, exited
 }
 
 func (n *Node) start(bin, logName string, args ...string) error {

@@ -56,26 +56,51 @@ func OwnPackage(t testing.TB, eng *engine.Client) (name, wheelhouse string) {
 // (a layer with children goes after them).
 func RemoveLayersWith(t testing.TB, eng *engine.Client, pkg string) {
 	t.Helper()
+	left := removeLayers(eng, func() []engine.Image {
+		var with []engine.Image
+		for _, img := range listLayers(t, eng) {
+			if installed(img, pkg) {
+				with = append(with, img)
+			}
+		}
+		return with
+	})
+	if len(left) > 0 {
+		t.Logf("layers of %s left: %s", pkg, strings.Join(left, "; "))
+	}
+}
+
+// removeLayers removes the layers pick lists, in a few passes (a layer
+// with children goes after them), and returns why those left could not go.
+func removeLayers(eng *engine.Client, pick func() []engine.Image) []string {
 	var errs []string
 	for range 3 {
 		errs = errs[:0]
-		list, err := eng.ListImages(context.Background(), "pybox.managed", "image")
-		if err != nil {
-			t.Errorf("list package layers: %v", err)
-			return
-		}
-		for _, img := range list {
-			if strings.Contains(img.Labels[images.LabelRequirements], `"`+pkg) {
-				if err := eng.RemoveImage(context.Background(), img.ID); err != nil {
-					errs = append(errs, err.Error())
-				}
+		for _, img := range pick() {
+			if err := eng.RemoveImage(context.Background(), img.ID); err != nil {
+				errs = append(errs, err.Error())
 			}
 		}
 		if len(errs) == 0 {
-			return
+			break
 		}
 	}
-	t.Logf("layers of %s left: %s", pkg, strings.Join(errs, "; "))
+	return errs
+}
+
+// listLayers lists the daemon's package layers.
+func listLayers(t testing.TB, eng *engine.Client) []engine.Image {
+	t.Helper()
+	list, err := eng.ListImages(context.Background(), "pybox.managed", "image")
+	if err != nil {
+		t.Fatalf("list package layers: %v", err)
+	}
+	return list
+}
+
+// installed reports whether layer img's lineage lists a requirement named pkg.
+func installed(img engine.Image, pkg string) bool {
+	return strings.Contains(img.Labels[images.LabelRequirements], `"`+pkg)
 }
 
 // Layers is a test's hold on the daemon's package layers: the layers
@@ -104,7 +129,7 @@ func LockLayerCache(t testing.TB, eng *engine.Client) *Layers {
 		}
 	})
 	l := &Layers{eng: eng, before: map[string]bool{}}
-	for _, img := range l.list(t) {
+	for _, img := range listLayers(t, l.eng) {
 		l.before[img.ID] = true
 	}
 	return l
@@ -165,15 +190,6 @@ func releaseLayerLock() time.Duration {
 	return time.Since(layerLock.since)
 }
 
-func (l *Layers) list(t testing.TB) []engine.Image {
-	t.Helper()
-	list, err := l.eng.ListImages(context.Background(), "pybox.managed", "image")
-	if err != nil {
-		t.Fatalf("list package layers: %v", err)
-	}
-	return list
-}
-
 // New lists the package layers made since the hold was taken, except
 // those of a pybox bench or a test's OwnPackage: they run beside the
 // lock's holder, install only packages of their own (keys no test shares)
@@ -182,7 +198,7 @@ func (l *Layers) list(t testing.TB) []engine.Image {
 func (l *Layers) New(t testing.TB) []engine.Image {
 	t.Helper()
 	var made []engine.Image
-	for _, img := range l.list(t) {
+	for _, img := range listLayers(t, l.eng) {
 		if !l.before[img.ID] && !privateLayer.MatchString(img.Labels[images.LabelRequirements]) {
 			made = append(made, img)
 		}
@@ -196,7 +212,7 @@ func (l *Layers) New(t testing.TB) []engine.Image {
 func (l *Layers) NoneWith(t testing.TB, pkg string) {
 	t.Helper()
 	for _, img := range l.New(t) {
-		if strings.Contains(img.Labels[images.LabelRequirements], `"`+pkg) {
+		if installed(img, pkg) {
 			t.Errorf("a layer with %s was committed: %s %v", pkg, img.ID, img.Tags)
 		}
 	}
@@ -206,17 +222,7 @@ func (l *Layers) NoneWith(t testing.TB, pkg string) {
 // with children goes after them).
 func (l *Layers) RemoveNew(t testing.TB) {
 	t.Helper()
-	var errs []string
-	for range 3 {
-		errs = errs[:0]
-		for _, img := range l.New(t) {
-			if err := l.eng.RemoveImage(context.Background(), img.ID); err != nil {
-				errs = append(errs, err.Error())
-			}
-		}
-		if len(errs) == 0 {
-			return
-		}
+	if left := removeLayers(l.eng, func() []engine.Image { return l.New(t) }); len(left) > 0 {
+		t.Logf("test layers left: %s", strings.Join(left, "; "))
 	}
-	t.Logf("test layers left: %s", strings.Join(errs, "; "))
 }
