@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/docker/go-units"
@@ -14,6 +15,12 @@ import (
 // ErrQuota: an owner's storage went, or is, over its quota, or the host's
 // disk is down to its reserve. A run stopped for it has QuotaExceeded set.
 var ErrQuota = errors.New("workspace storage quota exceeded")
+
+// NoRoom reports whether err is a filesystem's refusal for room (ENOSPC,
+// EDQUOT): the owner's quota filesystem, or the disk, is full.
+func NoRoom(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
 
 // How often an account with programs running is measured: ten times as
 // long as a measurement takes (so measuring costs at most a tenth of a

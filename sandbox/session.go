@@ -2,12 +2,10 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -68,7 +66,7 @@ func (s *Sandbox) startSession(ctx context.Context, id string, p SessionProgram)
 	plan.Labels[LabelSession] = id
 	outputs, err := s.newSessionOutputs()
 	noOutputs := ""
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if NoRoom(err) {
 		// The owner's storage is full (a quota filesystem): the session
 		// starts without its output area, as a stateless run then runs
 		// without its output folder, and its turns say so.

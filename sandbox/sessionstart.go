@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"syscall"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -78,7 +77,7 @@ func (s *Sandbox) startAdmitted(id string, p SessionProgram) (*liveSession, erro
 	}
 	if err != nil {
 		undo()
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		if NoRoom(err) {
 			return nil, fmt.Errorf("%w: the session's folder could not be made, the workspace is full (no space left on device); delete files to make room", ErrQuota)
 		}
 		return nil, err

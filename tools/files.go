@@ -77,7 +77,7 @@ func (h *handlers) fileError(ctx context.Context, what, filePath string, err err
 // quota filesystem is full, or the disk), nil otherwise: the client is
 // told to make room, not that pybox failed.
 func storageFull(err error) error {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if sandbox.NoRoom(err) {
 		return fmt.Errorf("%w: the storage is full (no space left on device), so nothing was written; delete files to make room", sandbox.ErrQuota)
 	}
 	return nil
