@@ -168,11 +168,7 @@ func (c *conn) turn(ctx context.Context, log *slog.Logger, req request, timeout 
 	case end := <-done:
 		collected = true
 		res.ExitCode, res.Violation, res.DroppedBytes, lost = end.code, end.violation, end.dropped, end.err
-		c.oomKnown = end.oom != nil
-		if c.oomKnown {
-			res.OOMKilled = *end.oom
-			c.explained()
-		}
+		c.runnerSaid(&res, end.oom)
 		if lost != nil { // the container ended or broke the protocol: the program's result, not ours
 			if why := c.died(log, &res, lost, stderr); why != nil {
 				lost, err = why, why // no result to give: the caller gets the failure
@@ -304,12 +300,10 @@ func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) 
 		res.ExitCode = 137
 		return nil
 	}
-	if e := (*workerEnded)(nil); errors.As(why, &e) && e.OOM != nil {
+	if e := (*workerEnded)(nil); errors.As(why, &e) && c.runnerSaid(res, e.OOM) {
 		// The runner said how its worker ended: no need to wait for the
 		// daemon, whose word on an OOM kill comes late on a busy machine.
-		res.ExitCode, res.OOMKilled = e.Code, *e.OOM
-		c.oomKnown = true
-		c.explained()
+		res.ExitCode = e.Code
 		return nil
 	}
 	switch known, lost := c.exitInto(res); {
@@ -331,6 +325,19 @@ func (c *conn) died(log *slog.Logger, res *Result, why error, stderr io.Writer) 
 // resourceKillNote explains a ResourceKilled result.
 const resourceKillNote = "the sandbox was killed for exceeding its resource limits (too many processes or threads: under gVisor, " +
 	"passing the process limit aborts the whole sandbox, and output written after that point is lost)"
+
+// runnerSaid records in res the runner's word on whether the OOM killer
+// ended its worker (oom; nil: it has none, as under gVisor) and tells the
+// attachment that the daemon need not be asked. It reports whether there
+// was a word.
+func (c *conn) runnerSaid(res *Result, oom *bool) bool {
+	c.oomKnown = oom != nil
+	if c.oomKnown {
+		res.OOMKilled = *oom
+		c.explained()
+	}
+	return c.oomKnown
+}
 
 // explainedExit is implemented by attachments that would otherwise ask
 // their engine, once the container has exited with status 137, whether
