@@ -62,6 +62,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "removed %d containers left by an earlier, interrupted test run\n", n)
 	}
 	code := m.Run()
+	stopKube() // the Kubernetes tests' cluster, if one started (kubeTest)
 	if code == 0 {
 		code = checkNoLeftovers()
 	}
@@ -85,8 +86,8 @@ var runSlots chan struct{}
 // ran on alone at the end, the machine idle beside it (a two-minute tail).
 var longSlots = make(chan struct{}, longTestsAtOnce)
 
-// longTestsAtOnce bounds the long tests running beside the others (each
-// Kubernetes one starts a control plane and a node of its own).
+// longTestsAtOnce bounds the long tests running beside the others (the
+// soaks, the Kubernetes ones on their shared node: kubeTest).
 const longTestsAtOnce = 3
 
 // raiseParallel makes runSlots, n tokens unless -parallel is set. When it

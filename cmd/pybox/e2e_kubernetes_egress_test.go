@@ -35,8 +35,8 @@ print(get("http://other.test:%s/"))
 // result's network line reports both. Then a session does the same over
 // its own channel.
 func TestKubernetesEgress(t *testing.T) {
-	longTest(t)
-	kubeconfig, image, _ := kubeNodeForLimits(t)
+	k := kubeTest(t)
+	kubeconfig, image := k.kubeconfig, k.image
 	hello := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s %s", r.Host, r.Proto) }
 	plain := httptest.NewServer(http.HandlerFunc(hello))
 	defer plain.Close()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,8 +84,8 @@ check("nproc", 0 < nproc <= 1000 and err == errno.EAGAIN and len(kids) < nproc, 
 // the isolation battery (kubeBattery) under both, and checks that pybox
 // refuses to start when the RuntimeClass it would name does not exist.
 func TestKubernetesPodLimits(t *testing.T) {
-	longTest(t) // its own control plane and node; its pods have uids of their own
-	kubeconfig, image, cs := kubeNodeForLimits(t)
+	k := kubeTest(t)
+	kubeconfig, image, cs := k.kubeconfig, k.image, k.cs
 	refusedOnTestNode(t, kubeconfig, image)
 	env := []string{"PYBOX_BACKEND=kubernetes", "KUBECONFIG=" + kubeconfig, k8sAccept, "PYBOX_IMAGE=" + image}
 	refusedWithoutRuntimeClass(t, env)
@@ -258,10 +259,37 @@ func refusedOnTestNode(t *testing.T, kubeconfig, image string) {
 	}
 }
 
-// kubeNodeForLimits starts a control plane and a node for one test, applies
-// cmd/pybox/kubernetes's namespaces and RBAC, and returns a kubeconfig of
-// pybox's account for the sandboxes' namespace and the runtime image.
-func kubeNodeForLimits(t *testing.T) (kubeconfig, image string, cs kubernetes.Interface) {
+// kubeCluster is the package's Kubernetes test cluster: a control plane and
+// a node (kubeTest), with cmd/pybox/kubernetes's namespaces and RBAC applied.
+type kubeCluster struct {
+	cp         *testenv.ControlPlane
+	node       *testenv.Node
+	cs         kubernetes.Interface // the admin's
+	kubeconfig string               // pybox's account, for the sandboxes' namespace
+	ns         string               // the sandboxes' namespace
+	image      string               // the runtime image, imported into the node
+}
+
+var (
+	kubeOnce   sync.Once
+	kubeShared *kubeCluster
+	kubeErr    error
+	// kubeTurn lets one test at a time use the cluster: each checks the
+	// sandboxes' namespace (no pod left, the pods' logs) as its own.
+	kubeTurn = make(chan struct{}, 1)
+	// stopKube stops the cluster once the package's tests are done (TestMain).
+	stopKube = func() {}
+)
+
+// kubeTest marks t as a Kubernetes end-to-end test and returns the shared
+// cluster, started by the first such test. Starting a control plane and a
+// node (etcd, kube-apiserver, containerd with the runtime image imported,
+// kubelet, scheduler) costs ~25 s of CPU; the tests need nothing of their
+// own from it, so they take turns on one. A long test otherwise (its slot
+// taken once its turn has come, so that waiting holds none): skipped where
+// no node can run, unless PYBOX_REQUIRE_K8S is set.
+func kubeTest(t *testing.T) *kubeCluster {
+	t.Parallel()
 	bin := testenv.KubeBin(t)
 	if why := testenv.KubeNodeReady(bin); why != "" {
 		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
@@ -269,31 +297,50 @@ func kubeNodeForLimits(t *testing.T) (kubeconfig, image string, cs kubernetes.In
 		}
 		t.Skip(why)
 	}
-	image = testenv.RuntimeImage(t, testenv.Docker(t), "base")
-	cp, err := testenv.StartControlPlane(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	image := testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	kubeTurn <- struct{}{}
+	t.Cleanup(func() { <-kubeTurn })
+	longSlots <- struct{}{}
+	t.Cleanup(func() { <-longSlots })
+	kubeOnce.Do(func() { kubeShared, kubeErr = startKube(bin, image) })
+	if kubeErr != nil {
+		t.Fatal(kubeErr)
 	}
-	t.Cleanup(cp.Stop)
-	start := time.Now()
-	node, err := testenv.StartNode(cp, bin, image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("node started in %v (runsc: %v)", time.Since(start).Round(time.Millisecond), node.Runsc)
-	t.Cleanup(node.Stop)
+	k := kubeShared
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("kubelet log:\n%s", node.Log("kubelet"))
-			t.Logf("containerd log:\n%s", node.Log("containerd"))
+			for _, l := range []string{"kubelet", "scheduler", "containerd"} {
+				t.Logf("%s log:\n%s", l, k.node.Log(l))
+			}
 		}
 	})
-	cs = kubernetes.NewForConfigOrDie(cp.Admin)
-	kubeconfig, _, err = testenv.SandboxKubeconfig(t.Context(), cp, "kubernetes")
+	return k
+}
+
+// startKube starts the cluster and sets stopKube.
+func startKube(bin, image string) (*kubeCluster, error) {
+	dir, err := os.MkdirTemp("", "pybox-e2e-k8s-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return kubeconfig, image, cs
+	cp, err := testenv.StartControlPlane(bin, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	stopKube = func() { cp.Stop(); os.RemoveAll(dir) }
+	node, err := testenv.StartNode(cp, bin, image)
+	if err != nil {
+		return nil, err
+	}
+	stopKube = func() { node.Stop(); cp.Stop(); os.RemoveAll(dir) }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kubeconfig, ns, err := testenv.SandboxKubeconfig(ctx, cp, "kubernetes")
+	if err != nil {
+		return nil, err
+	}
+	return &kubeCluster{cp: cp, node: node, cs: kubernetes.NewForConfigOrDie(cp.Admin), kubeconfig: kubeconfig, ns: ns, image: image}, nil
 }
 
 // podLogBytes waits for the one running pod of the sandboxes' namespace whose

@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/testenv"
@@ -29,35 +28,9 @@ import (
 // scheduler): execute_code, a session, a timeout and a cancelled call run
 // end to end as pods, and no pod is left behind.
 func TestKubernetesNode(t *testing.T) {
-	longTest(t) // its own control plane and node; its pods have uids of their own
-	bin := testenv.KubeBin(t)
-	if why := testenv.KubeNodeReady(bin); why != "" {
-		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
-			t.Fatalf("PYBOX_REQUIRE_K8S is set but no node can run here: %s", why)
-		}
-		t.Skip(why)
-	}
-	eng := testenv.Docker(t)
-	image := testenv.RuntimeImage(t, eng, "base")
-	cp, err := testenv.StartControlPlane(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop) // cleanups run last first: after the server's and the node's
-	node, err := testenv.StartNode(cp, bin, image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(node.Stop)
-	cs := kubernetes.NewForConfigOrDie(cp.Admin)
+	kc := kubeTest(t)
+	cs, ns, kubeconfig, image, node := kc.cs, kc.ns, kc.kubeconfig, kc.image, kc.node
 	ctx := t.Context()
-	// The namespaces and the Role of cmd/pybox/kubernetes, as an operator
-	// applies them: pybox runs as its ServiceAccount, its pods in the
-	// sandboxes' namespace under Pod Security restricted.
-	kubeconfig, ns, err := testenv.SandboxKubeconfig(ctx, cp, "kubernetes")
-	if err != nil {
-		t.Fatal(err)
-	}
 	pods := func() []corev1.Pod {
 		list, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
@@ -79,9 +52,6 @@ func TestKubernetesNode(t *testing.T) {
 		if t.Failed() {
 			for _, p := range pods() {
 				t.Logf("pod %s: %s %+v %+v", p.Name, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
-			}
-			for _, l := range []string{"kubelet", "scheduler", "containerd"} {
-				t.Logf("%s log:\n%s", l, node.Log(l))
 			}
 		}
 	})
@@ -113,7 +83,7 @@ func TestKubernetesNode(t *testing.T) {
 	// A cancelled call ends its pod.
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { time.Sleep(4 * time.Second); cancel() }()
-	_, err = s.cs.CallTool(cctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "import time\ntime.sleep(600)", "timeout_s": 300}})
+	_, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "import time\ntime.sleep(600)", "timeout_s": 300}})
 	if err == nil {
 		t.Error("the cancelled call returned a result")
 	}
