@@ -41,7 +41,7 @@ const (
 	soakMCPSessions  = 8  // MCP sessions per tenant
 	soakClientConns  = 32 // connections per client address
 	soakIdleTimeout  = 3 * time.Second
-	soakDefaultRange = 60 * time.Second
+	soakDefaultRange = 30 * time.Second
 	// soakOvershootMiB is what a fast writer may add past the quota before
 	// the meter stops it: TestWorkspaceQuotaStopsAProgramThatFillsIt's
 	// bound (a tenant's quota covers all its folders together).
@@ -58,7 +58,7 @@ const (
 // two well-behaved tenants call execute_code in a loop. The well-behaved
 // calls all succeed with the right result, and the server's RSS,
 // descriptors and threads, and the disk under code storage and the state
-// dir, stay bounded. PYBOX_SOAK sets the length (CI: 60s; e.g. 10m).
+// dir, stay bounded. PYBOX_SOAK sets the length (CI: 30s; e.g. 10m).
 func TestSoakHostileTenantsHTTP(t *testing.T) {
 	longTest(t)
 	testenv.SkipShort(t, "the Docker daemon") // before the build of the echo server
