@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"compress/zlib"
 	_ "embed"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 )
 
 // The in-image runner: the worker half's definitions, then the supervisor,
@@ -95,57 +92,18 @@ func RunnerFrame(sendBack bool) []byte {
 	return runnerFrames[0]
 }
 
-// runnerSource is the runner as base64 of its Python source (for the probe
-// that compiles it: CompileRunnerProbe).
-var runnerSource = base64.StdEncoding.EncodeToString(runnerText)
-
-// compiledMark starts the line CompileRunnerProbe prints.
-const compiledMark = "pybox-runner "
-
 // maxCompiled bounds the compiled runner, compressed and not (it is ~45
 // KB compressed, ~150 KB not).
 const maxCompiled = 4 << 20
 
-// CompileRunnerProbe is a program for Sandbox.Probe, run with the
-// interpreter flags of RunnerArgs, that compiles the runner with the
-// image's own Python and prints it (marshal, zlib, base64, on a line of
-// its own) for CompiledRunner.
-func CompileRunnerProbe() string {
-	return "import binascii,marshal,sys,zlib;c=compile(binascii.a2b_base64('" + runnerSource + "').decode(),'<pybox-runner>','exec');" +
-		"sys.stdout.write('" + compiledMark + "'+binascii.b2a_base64(zlib.compress(marshal.dumps(c),9),newline=False).decode()+'\\n')"
-}
-
-// CompiledRunner is the runner as out, the output of CompileRunnerProbe,
-// has it, framed for RunnerArgs' bootstrap: compiled by the interpreter of
-// the image the probe ran in, so a container of that image and interpreter
-// starts the runner without compiling it (only there: marshal's format is
-// the interpreter version's). The compiled code is as trusted as the
-// image's interpreter, which runs the runner anyway: the probe ran it
-// isolated and without site (-I -S), so nothing but the interpreter and
-// its standard library (which no install can write: see
-// Dockerfile.runtime) took part.
-func CompiledRunner(out string) ([]byte, error) {
-	var payload string
-	for line := range strings.Lines(out) {
-		if p, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), compiledMark); ok {
-			payload = p
-		}
-	}
-	if payload == "" {
-		return nil, errors.New("the probe printed no compiled runner")
-	}
-	z, err := base64.StdEncoding.DecodeString(payload)
-	if err != nil {
-		return nil, fmt.Errorf("the compiled runner is not valid: %w", err)
-	}
-	return CompiledFrame(z)
-}
-
 // CompiledFrame frames z, the runner compiled by an image's interpreter
-// (zlib of marshal: a runner's ready frame asked with RunnerFrame(true),
-// or CompileRunnerProbe's output), for RunnerArgs' bootstrap in containers
-// of that image and interpreter, after checking that it is zlib of a
-// bounded size.
+// (zlib of marshal: a runner's ready frame asked with RunnerFrame(true)),
+// for RunnerArgs' bootstrap in containers of that image and interpreter
+// (only there: marshal's format is the interpreter version's), after
+// checking that it is zlib of a bounded size. The compiled code is as
+// trusted as the image's interpreter, which runs the runner anyway: the
+// runner that sent it had been sent to a container nobody else had
+// spoken to, and sent it before any program reached it.
 func CompiledFrame(z []byte) ([]byte, error) {
 	var err error
 	if len(z) > maxCompiled {

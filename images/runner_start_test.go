@@ -3,7 +3,6 @@ package images
 import (
 	"bytes"
 	"compress/zlib"
-	"encoding/base64"
 	"os/exec"
 	"slices"
 	"strings"
@@ -68,14 +67,21 @@ print(heavy, same, go, bad, json_loads is json.loads)
 
 // TestRunnerBootstrap: RunnerArgs' bootstrap runs the runner it reads
 // from stdin, from source (RunnerFrame) or compiled by the interpreter
-// that runs it (CompileRunnerProbe's output through CompiledRunner, the
-// smaller frame), and nothing else: here the runner refuses at once (it is
-// not PID 1 of a container, which only the runner's own code says). With
-// stdin closed before a whole frame came, it ends quietly, as the runner
-// does when pybox is gone.
+// that runs it (zlib of marshal, as a runner asked with RunnerFrame(true)
+// sends it back, through CompiledFrame: the smaller frame), and nothing
+// else: here the runner refuses at once (it is not PID 1 of a container,
+// which only the runner's own code says). With stdin closed before a whole
+// frame came, it ends quietly, as the runner does when pybox is gone.
 func TestRunnerBootstrap(t *testing.T) {
 	py := hostPython(t)
-	compiled, err := CompiledRunner(runPython(t, py, "-I", "-S", "-c", CompileRunnerProbe()))
+	compile := exec.Command(py, "-I", "-S", "-c", "import marshal, sys, zlib\n"+
+		"sys.stdout.buffer.write(zlib.compress(marshal.dumps(compile(sys.stdin.buffer.read(), '<pybox-runner>', 'exec')), 9))")
+	compile.Stdin = bytes.NewReader(runnerText)
+	z, err := compile.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled, err := CompiledFrame(z)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,24 +111,22 @@ func TestRunnerBootstrap(t *testing.T) {
 	}
 }
 
-// TestCompiledRunnerRefuses: only a probe's compiled runner becomes a
-// frame: base64 of zlib, of a bounded size.
-func TestCompiledRunnerRefuses(t *testing.T) {
-	big := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 100<<10))
+// TestCompiledFrameRefuses: only zlib of a bounded size, compressed and
+// not, becomes a frame.
+func TestCompiledFrameRefuses(t *testing.T) {
 	var bomb bytes.Buffer
 	w := zlib.NewWriter(&bomb)
 	w.Write(make([]byte, maxCompiled+1))
 	w.Close()
-	for _, out := range []string{
-		"",
-		"Python 3.11\n",
-		compiledMark + "eJw='),print('owned\n",
-		compiledMark + "bm90IHpsaWI=\n", // base64, not zlib
-		compiledMark + big + "\n",
-		compiledMark + base64.StdEncoding.EncodeToString(bomb.Bytes()) + "\n", // too big uncompressed
+	for name, z := range map[string][]byte{
+		"nothing":                nil,
+		"not zlib":               []byte("not zlib"),
+		"too big":                bytes.Repeat([]byte{1}, maxCompiled+1),
+		"too big uncompressed":   bomb.Bytes(),
+		"zlib cut in the middle": bomb.Bytes()[:bomb.Len()/2],
 	} {
-		if frame, err := CompiledRunner(out); err == nil {
-			t.Errorf("CompiledRunner(%.60q) = %.80q; want an error", out, frame)
+		if frame, err := CompiledFrame(z); err == nil {
+			t.Errorf("CompiledFrame(%s) = %.80q; want an error", name, frame)
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 const probeTimeout = 60 * time.Second
 
 // probeOutput is the least stdout a probe keeps, whatever the programs'
-// output cap (a compiled runner is ~60 KB: images.CompileRunnerProbe).
+// output cap (an image's listing of packages, modules and the standard
+// library: tens of KB).
 const probeOutput = 1 << 20
 
 // Probe runs a short trusted snippet with python in image, under the same

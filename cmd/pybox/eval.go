@@ -273,23 +273,5 @@ func (e evalBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result
 	return e.a.Sandbox.Run(ctx, p)
 }
 
-// Runner compiles the runner with env's interpreter, in one probe
-// container for the batch (beside its first samples), so that the
-// samples' containers do not compile it (~10 ms of CPU each); nil (each
-// compiles it) when that fails or the batch ends first.
-func (e evalBackend) Runner(ctx context.Context, env images.Environment) []byte {
-	out, err := e.a.Sandbox.Probe(ctx, env.Ref(), append(env.RunPython(), "-I", "-S"), images.CompileRunnerProbe())
-	if err == nil {
-		var runner []byte
-		if runner, err = images.CompiledRunner(out); err == nil {
-			return runner
-		}
-	}
-	if ctx.Err() == nil { // not the batch ending first
-		e.a.Log.Info("the runner could not be compiled ahead; each sample's container compiles it", "err", err)
-	}
-	return nil
-}
-
 // Upcoming: the warm pool starts no container past the runs still to come.
 func (e evalBackend) Upcoming(n int) { e.a.Sandbox.Upcoming(n) }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pybox-dev/pybox/images"
@@ -35,13 +34,6 @@ type Backend interface {
 // upcomer is a Backend that can be told how many more programs it will
 // be asked to run (its warm pool then starts no container past them).
 type upcomer interface{ Upcoming(n int) }
-
-// compiler is a Backend that can compile the runner ahead for an
-// environment (images.CompiledRunner), once for the batch instead of in
-// every sample's container; nil when it cannot.
-type compiler interface {
-	Runner(ctx context.Context, env images.Environment) []byte
-}
 
 // Options configure Run. The zero value (with a Backend) runs one sample
 // at a time and reports nothing.
@@ -92,22 +84,7 @@ type runner struct {
 // there is none.
 type preparedEnv struct {
 	env images.Environment
-	// runner is the runner once compiled ahead for env's image and
-	// interpreter (see compile); nil, or unset: its source
-	// (images.RunnerFrame).
-	runner *atomic.Pointer[[]byte]
-	err    error
-}
-
-// start is the runner's start for a program of pe now (nil: from source).
-func (pe preparedEnv) start() []byte {
-	if pe.runner == nil {
-		return nil
-	}
-	if p := pe.runner.Load(); p != nil {
-		return *p
-	}
-	return nil
+	err error
 }
 
 func (r *runner) run(ctx context.Context, out chan<- Outcome) {
@@ -122,9 +99,6 @@ func (r *runner) run(ctx context.Context, out chan<- Outcome) {
 	if u, ok := r.opts.Backend.(upcomer); ok {
 		defer u.Upcoming(-1) // unknown again, for whatever runs next on the backend
 	}
-	compileCtx, stopCompile := context.WithCancel(ctx)
-	defer r.compile(compileCtx)() // after stopCompile: a batch done before its compile does not wait for it
-	defer stopCompile()
 	r.runAll(ctx, out)
 }
 
@@ -181,40 +155,6 @@ func (r *runner) prepare(ctx context.Context) error {
 		r.envs[s.envKey] = preparedEnv{env: env, err: err}
 	}
 	return nil
-}
-
-// compile asks the backend, in the background, for the runner compiled
-// ahead, once per image and interpreter of the prepared environments; the
-// samples started before it is there start the runner from its source
-// (the same runner either way, so their verdicts are the same). The
-// returned function waits for the compilations.
-func (r *runner) compile(ctx context.Context) (wait func()) {
-	var wg sync.WaitGroup
-	c, ok := r.opts.Backend.(compiler)
-	if !ok {
-		return wg.Wait
-	}
-	started := map[string]*atomic.Pointer[[]byte]{}
-	for key, pe := range r.envs {
-		if pe.err != nil {
-			continue
-		}
-		id := pe.env.Ref() + "\x00" + strings.Join(pe.env.RunPython(), "\x00")
-		runner, ok := started[id]
-		if !ok {
-			runner = new(atomic.Pointer[[]byte])
-			started[id] = runner
-			env := pe.env
-			wg.Go(func() {
-				if args := c.Runner(ctx, env); args != nil {
-					runner.Store(&args)
-				}
-			})
-		}
-		pe.runner = runner
-		r.envs[key] = pe
-	}
-	return wg.Wait
 }
 
 func (r *runner) install(ctx context.Context, env images.Environment, reqs []string) (images.Environment, error) {
@@ -350,7 +290,7 @@ func (r *runner) runOnce(ctx context.Context, s *Sample) (Result, error) {
 		res.Error, res.ExitCode, res.Message = ErrorPolicy, -1, err.Error()+"; nothing ran"
 		return res, nil
 	}
-	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), Runner: pe.start(), File: "main.py", Source: s.Code,
+	p := sandbox.Program{Image: pe.env.Ref(), Python: pe.env.RunPython(), File: "main.py", Source: s.Code,
 		Stdin: s.Stdin, Test: s.Test, Timeout: s.timeout, Guard: guard}
 	if len(s.Cases) > 0 {
 		return r.runCases(ctx, res, p, s)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -174,109 +173,5 @@ func TestRunTellsUpcoming(t *testing.T) {
 	defer b.mu.Unlock()
 	if want := []int{4, 3, 1, 0, -1}; !slices.Equal(b.told, want) {
 		t.Errorf("told %v; want %v", b.told, want)
-	}
-}
-
-// compilingBackend compiles the runner ahead: each image's start is its
-// own, and it counts the compilations, each of which waits for gate (or
-// its context's end).
-type compilingBackend struct {
-	fakeBackend
-	gate     chan struct{}
-	mu       sync.Mutex
-	compiled []string // images, in order
-	runners  []string // each run's image and runner start
-	cancels  int      // compilations ended by their context
-}
-
-func (b *compilingBackend) Environment(_ context.Context, variant string) (images.Environment, error) {
-	return images.Environment{Image: "img-" + variant}, nil
-}
-
-func (b *compilingBackend) Runner(ctx context.Context, env images.Environment) []byte {
-	select {
-	case <-b.gate:
-	case <-ctx.Done():
-		b.mu.Lock()
-		b.cancels++
-		b.mu.Unlock()
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.compiled = append(b.compiled, env.Ref())
-	return []byte("compiled for " + env.Ref())
-}
-
-func (b *compilingBackend) Run(ctx context.Context, p sandbox.Program) (sandbox.Result, error) {
-	b.mu.Lock()
-	b.runners = append(b.runners, p.Image+" "+string(p.Runner))
-	b.mu.Unlock()
-	return b.fakeBackend.Run(ctx, p)
-}
-
-// TestRunCompilesRunnerOnce: a backend that compiles the runner ahead is
-// asked once per image and interpreter of the batch, in the background:
-// a sample started before that ended starts the runner from source, and
-// every one after starts it compiled for its own image.
-func TestRunCompilesRunnerOnce(t *testing.T) {
-	b := &compilingBackend{gate: make(chan struct{})}
-	var samples []*Sample
-	for i := range 6 {
-		s := sampleOf(i, "ok")
-		if i%2 == 1 {
-			s.Environment = "other"
-		}
-		samples = append(samples, s)
-	}
-	r := &runner{opts: Options{Backend: b}, samples: samples, log: io.Discard}
-	if err := r.canonical(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.prepare(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	wait := r.compile(t.Context())
-	run := func(s *Sample) {
-		if _, err := r.runOnce(t.Context(), s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(samples[0]) // the compilations wait for the gate
-	close(b.gate)
-	wait()
-	for _, s := range samples {
-		run(s)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	slices.Sort(b.compiled)
-	if want := []string{"img-", "img-other"}; !slices.Equal(b.compiled, want) {
-		t.Errorf("compiled for %v; want each image once: %v", b.compiled, want)
-	}
-	want := []string{"img- "}
-	for i := range samples {
-		image := []string{"img-", "img-other"}[i%2]
-		want = append(want, image+" compiled for "+image)
-	}
-	if !slices.Equal(b.runners, want) {
-		t.Errorf("the runs started the runner with\n%q\nwant\n%q", b.runners, want)
-	}
-}
-
-// TestRunDoesNotWaitForCompiling: a batch whose samples are done before
-// the runner is compiled ahead ends then: its compilation is stopped
-// (through its context), not waited for.
-func TestRunDoesNotWaitForCompiling(t *testing.T) {
-	b := &compilingBackend{gate: make(chan struct{})}
-	for _, o := range collect(Run(t.Context(), []*Sample{sampleOf(0, "ok"), sampleOf(1, "ok")}, Options{Backend: b, Jobs: 2})) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cancels != 1 || len(b.compiled) != 0 {
-		t.Errorf("%d compilations stopped, %d ended; want the one stopped", b.cancels, len(b.compiled))
 	}
 }
