@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pybox-dev/pybox/internal/contract"
 	"github.com/pybox-dev/pybox/internal/testenv"
 )
 
@@ -149,6 +150,54 @@ func TestEvalVerdicts(t *testing.T) {
 	wantSummary := fmt.Sprintf("%d of %d samples have results (%d run now)", len(ids), len(ids), len(ids))
 	if !strings.Contains(stderr, wantSummary) {
 		t.Errorf("the summary does not say %q:\n%s", wantSummary, stderr)
+	}
+}
+
+// TestEvalContainersPerSample: a batch creates one container per sample
+// and no other (no probe, no warm container past the samples still to
+// run), one at a time and four at a time: counted from the daemon's live
+// stream of creations (engine.WatchCreates), by the lease label of the
+// batch's own state folder.
+func TestEvalContainersPerSample(t *testing.T) {
+	parallelTest(t)
+	eng := testenv.Docker(t)
+	testenv.RuntimeImage(t, eng, "base")
+	const samples = 10
+	var lines []string
+	for i := range samples {
+		lines = append(lines, fmt.Sprintf(`{"id": %d, "code": "def inc(x):\n    return x + 1\n", "test": "assert inc(%d) == %d\n"}`, i, i, i+1))
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "samples.jsonl")
+	os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	for _, j := range []string{"1", "4"} {
+		state := t.TempDir()
+		roles := map[string]int{}
+		stop := eng.WatchCreates(t.Context(), func(labels map[string]string) bool {
+			if !strings.HasPrefix(labels[contract.LabelLease], state+"/") {
+				return false
+			}
+			roles[labels[contract.LabelRole]]++
+			return true
+		})
+		out := filepath.Join(dir, "results-"+j+".jsonl")
+		_, stderr, code := runEvalEnv(t, []string{"PYBOX_STATE_DIR=" + state}, "-j", j, "-o", out, in)
+		created, err := stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 0 {
+			t.Fatalf("-j %s: exit %d\n%s", j, code, stderr)
+		}
+		for _, r := range readEvalResults(t, out) {
+			if !r.Passed {
+				t.Errorf("-j %s: %s did not pass: %+v", j, r.ID, r)
+			}
+		}
+		t.Logf("-j %s: %d containers for %d samples, by role: %v", j, created, samples, roles)
+		if created != samples || roles["probe"] != 0 {
+			t.Errorf("-j %s: the batch created %d containers (by role: %v); want one per sample, %d", j, created, roles, samples)
+		}
 	}
 }
 

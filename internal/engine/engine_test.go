@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +230,36 @@ func TestWatchContainerCreates(t *testing.T) {
 		if err != nil || n != 2 {
 			t.Errorf("round %d: %d creations counted (%v); want 2", round, n, err)
 		}
+	}
+}
+
+// TestWatchCreatesMatch: WatchCreates hands each container creation of the
+// watch, and only those (not the marks' volumes, not a creation made
+// before it), to its match, and counts the ones it accepts.
+func TestWatchCreatesMatch(t *testing.T) {
+	eng, img := setup(t)
+	run := func(role string) {
+		t.Helper()
+		sp := spec(t, img, "true")
+		sp.Config.Labels["pybox.role"] = role
+		if _, err := eng.Run(t.Context(), sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("before")
+	var seen []string
+	stop := eng.WatchCreates(t.Context(), func(labels map[string]string) bool {
+		if labels[testLabel] != t.Name() {
+			return false // another test's, on a shared daemon
+		}
+		seen = append(seen, labels["pybox.role"])
+		return labels["pybox.role"] != "skipped"
+	})
+	for _, role := range []string{"a", "skipped", "b"} {
+		run(role)
+	}
+	n, err := stop()
+	if err != nil || n != 2 || !slices.Equal(seen, []string{"a", "skipped", "b"}) {
+		t.Errorf("counted %d (%v), match saw %q; want 2, and a, skipped, b in order", n, err, seen)
 	}
 }

@@ -47,6 +47,15 @@ func unixNano(t time.Time) string {
 // before it. So it returns once the daemon streams to it, and stop counts
 // every creation made before it was called, however late the stream.
 func (c *Client) WatchContainerCreates(ctx context.Context, labels map[string]string, skipKey, skipValue string) (stop func() (int, error)) {
+	return c.WatchCreates(ctx, func(have map[string]string) bool {
+		return hasLabels(have, labels) && (skipKey == "" || have[skipKey] != skipValue)
+	})
+}
+
+// WatchCreates is WatchContainerCreates for the containers whose labels
+// match accepts. It calls match from one goroutine, in the stream's order,
+// and every call has returned when stop returns.
+func (c *Client) WatchCreates(ctx context.Context, match func(labels map[string]string) bool) (stop func() (int, error)) {
 	ctx, cancel := context.WithCancel(ctx)
 	args := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("type", string(events.VolumeEventType)),
 		filters.Arg("event", string(events.ActionCreate)))
@@ -54,7 +63,7 @@ func (c *Client) WatchContainerCreates(ctx context.Context, labels map[string]st
 	// before that mark is not counted.
 	msgs, errs := c.cli().Events(ctx, events.ListOptions{Since: unixNano(time.Now().Add(-time.Second)), Filters: args})
 	id := watchMark + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	w := &createWatch{labels: labels, skipKey: skipKey, skipValue: skipValue, start: id + "start", stop: id + "stop",
+	w := &createWatch{match: match, start: id + "start", stop: id + "stop",
 		marks: make(chan string, 2), done: make(chan struct{})}
 	go w.follow(ctx, msgs, errs)
 	if err := c.mark(ctx, w, w.start); err != nil {
@@ -74,13 +83,12 @@ func (c *Client) WatchContainerCreates(ctx context.Context, labels map[string]st
 // the matching creations between its two marks (volume names), and hands
 // them on as it sees them.
 type createWatch struct {
-	labels             map[string]string
-	skipKey, skipValue string
-	start, stop        string
-	marks              chan string
-	done               chan struct{}
-	n                  int   // read after done
-	err                error // the stream's failure; read after done
+	match       func(map[string]string) bool
+	start, stop string
+	marks       chan string
+	done        chan struct{}
+	n           int   // read after done
+	err         error // the stream's failure; read after done
 }
 
 func (w *createWatch) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error) {
@@ -95,7 +103,7 @@ func (w *createWatch) follow(ctx context.Context, msgs <-chan events.Message, er
 					counting = m.Actor.ID == w.start
 					w.marks <- m.Actor.ID // two at most: never blocks
 				}
-			case counting && hasLabels(m.Actor.Attributes, w.labels) && (w.skipKey == "" || m.Actor.Attributes[w.skipKey] != w.skipValue):
+			case counting && m.Type == events.ContainerEventType && w.match(m.Actor.Attributes):
 				w.n++
 			}
 		case e := <-errs:
