@@ -26,7 +26,7 @@ const (
 	shrinkAfter  = 30 * time.Second // extra containers idle this long go
 	poolCeiling  = 8                // most ready containers per environment
 	maxFills     = 2                // containers being started for the pool at once
-	joinWait     = time.Second      // how long a run waits for a container being started
+	joinWait     = 30 * time.Second // how long a run waits for a container being started for it (pool.joinWait)
 )
 
 // warm is one ready container and the output folder mounted into it.
@@ -43,6 +43,7 @@ type warm struct {
 // those running, between floor and ceiling; extras idle for shrinkAfter go.
 type pool struct {
 	floor, ceiling int
+	joinWait       time.Duration // how long a run waits for a container being started for it
 	// start starts one ready container for a program (Sandbox.startOnce);
 	// never with a caller's context: the container outlives the call.
 	start   func(context.Context, Program) (*warm, error)
@@ -69,7 +70,7 @@ type pool struct {
 // ceiling under demand; floor 0 disables it.
 func newPool(floor, ceiling int, start func(context.Context, Program) (*warm, error), log *slog.Logger) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pool{floor: floor, ceiling: max(floor, ceiling), start: start, log: log, idle: map[string][]*warm{},
+	return &pool{floor: floor, ceiling: max(floor, ceiling), joinWait: joinWait, start: start, log: log, idle: map[string][]*warm{},
 		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}, upcoming: -1, ctx: ctx, cancel: cancel}
 }
 
@@ -127,12 +128,18 @@ func (p Program) pooled() bool { return p.Workspace != "" || p.scratch() }
 // but one is being started for p (and not already awaited by another run),
 // it waits for that one, up to joinWait: a container part-way up is ready
 // sooner than a new one, and starting another would only compete with it.
+// The bound is that of a start on a loaded machine (seconds each), not of
+// an idle one: a run that gave up after one second started a second
+// container beside the first, which loaded the machine more, slowed the
+// next starts past the bound in turn, and left the pool a surplus to
+// remove unused (a suite bound by CPU: 203 containers for 72 calls). A
+// start that fails ends the wait at once (the run goes cold then).
 func (pl *pool) take(ctx context.Context, p Program) *warm {
 	if pl.floor <= 0 || !p.pooled() {
 		return nil
 	}
 	key := poolKey(p)
-	wait, cancel := context.WithTimeout(ctx, joinWait)
+	wait, cancel := context.WithTimeout(ctx, pl.joinWait)
 	defer cancel()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()

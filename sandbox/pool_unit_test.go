@@ -170,7 +170,7 @@ func TestPoolUnitRefillAfterRun(t *testing.T) {
 }
 
 // TestPoolUnitTakeJoinsAFill: with nothing ready but a start under way, a
-// run waits for that start (up to joinWait) instead of going cold.
+// run waits for that start (up to its joinWait) instead of going cold.
 func TestPoolUnitTakeJoinsAFill(t *testing.T) {
 	st := &starter{gate: make(chan struct{})}
 	pl := stubPool(t, 1, 1, st)
@@ -191,16 +191,44 @@ func TestPoolUnitTakeJoinsAFill(t *testing.T) {
 			t.Fatal("the run went cold although a fill ended while it waited")
 		}
 		pl.dropLater(w)
-	case <-time.After(joinWait + 5*time.Second):
+	case <-time.After(pl.joinWait + 5*time.Second):
 		t.Fatal("take did not return")
 	}
 }
 
+// TestPoolUnitTakeWaitsForASlowFill: on a loaded machine a container
+// takes seconds to start; a run that finds one under way for it still
+// waits for that one rather than start another beside it, which would
+// only load the machine more (and leave the pool's surplus to be
+// removed unused: 203 containers for 72 calls in a suite bound by CPU).
+func TestPoolUnitTakeWaitsForASlowFill(t *testing.T) {
+	st := &starter{gate: make(chan struct{})}
+	pl := stubPool(t, 1, 1, st)
+	pl.take(context.Background(), stubProgram)
+	pl.done(stubProgram)
+	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
+	got := make(chan *warm, 1)
+	go func() { got <- pl.take(context.Background(), stubProgram) }()
+	eventually(t, "the run waits for the fill", func() bool {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		return pl.waiting[poolKey(stubProgram)] == 1
+	})
+	time.Sleep(3 * time.Second) // the slow start: longer than the old bound (1 s)
+	st.gate <- struct{}{}
+	if w := <-got; w == nil {
+		t.Fatal("the run went cold while a container was being started for it")
+	} else {
+		pl.dropLater(w)
+	}
+}
+
 // TestPoolUnitTakeGivesUpAfterJoinWait: a fill that does not end in time
-// leaves the run to the cold path after joinWait, not later.
+// leaves the run to the cold path after the pool's joinWait, not later.
 func TestPoolUnitTakeGivesUpAfterJoinWait(t *testing.T) {
 	st := &starter{gate: make(chan struct{})}
 	pl := stubPool(t, 1, 1, st)
+	pl.joinWait = time.Second
 	pl.take(context.Background(), stubProgram)
 	pl.done(stubProgram)
 	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
@@ -208,8 +236,8 @@ func TestPoolUnitTakeGivesUpAfterJoinWait(t *testing.T) {
 	if w := pl.take(context.Background(), stubProgram); w != nil {
 		t.Fatal("take returned a container no fill had made")
 	}
-	if waited := time.Since(start); waited < joinWait/2 || waited > joinWait+5*time.Second {
-		t.Errorf("take waited %v for a stuck fill; want about %v", waited, joinWait)
+	if waited := time.Since(start); waited < pl.joinWait/2 || waited > pl.joinWait+5*time.Second {
+		t.Errorf("take waited %v for a stuck fill; want about %v", waited, pl.joinWait)
 	}
 }
 
