@@ -169,11 +169,11 @@ func TestPoolUnitRefillAfterRun(t *testing.T) {
 	}
 }
 
-// TestPoolUnitTakeJoinsAFill: with nothing ready but a start under way, a
-// run waits for that start (up to its joinWait) instead of going cold.
-func TestPoolUnitTakeJoinsAFill(t *testing.T) {
-	st := &starter{gate: make(chan struct{})}
-	pl := stubPool(t, 1, 1, st)
+// takeDuringAFill has a run counted as demand, its refill start (held at
+// st's gate), and another run take a container while that start is under
+// way; it returns that run's result once the run waits for the start.
+func takeDuringAFill(t *testing.T, pl *pool) <-chan *warm {
+	t.Helper()
 	pl.take(context.Background(), stubProgram) // an empty pool: counted as demand
 	pl.done(stubProgram)                       // starts one fill, held at the gate
 	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
@@ -184,6 +184,15 @@ func TestPoolUnitTakeJoinsAFill(t *testing.T) {
 		defer pl.mu.Unlock()
 		return pl.waiting[poolKey(stubProgram)] == 1
 	})
+	return got
+}
+
+// TestPoolUnitTakeJoinsAFill: with nothing ready but a start under way, a
+// run waits for that start (up to its joinWait) instead of going cold.
+func TestPoolUnitTakeJoinsAFill(t *testing.T) {
+	st := &starter{gate: make(chan struct{})}
+	pl := stubPool(t, 1, 1, st)
+	got := takeDuringAFill(t, pl)
 	st.gate <- struct{}{} // the fill ends
 	select {
 	case w := <-got:
@@ -204,16 +213,7 @@ func TestPoolUnitTakeJoinsAFill(t *testing.T) {
 func TestPoolUnitTakeWaitsForASlowFill(t *testing.T) {
 	st := &starter{gate: make(chan struct{})}
 	pl := stubPool(t, 1, 1, st)
-	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram)
-	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
-	got := make(chan *warm, 1)
-	go func() { got <- pl.take(context.Background(), stubProgram) }()
-	eventually(t, "the run waits for the fill", func() bool {
-		pl.mu.Lock()
-		defer pl.mu.Unlock()
-		return pl.waiting[poolKey(stubProgram)] == 1
-	})
+	got := takeDuringAFill(t, pl)
 	time.Sleep(3 * time.Second) // the slow start: longer than the old bound (1 s)
 	st.gate <- struct{}{}
 	if w := <-got; w == nil {

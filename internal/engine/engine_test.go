@@ -211,14 +211,7 @@ func TestCreateRefusesASymlinkedBindSource(t *testing.T) {
 // the daemon's stream: the marks in it are the ends).
 func TestWatchContainerCreates(t *testing.T) {
 	eng, img := setup(t)
-	run := func(role string) {
-		t.Helper()
-		sp := spec(t, img, "true")
-		sp.Config.Labels["pybox.role"] = role
-		if _, err := eng.Run(t.Context(), sp); err != nil {
-			t.Fatal(err)
-		}
-	}
+	run := func(role string) { t.Helper(); runRole(t, eng, img, role) }
 	run("test") // before the watch, within the second its stream replays: not counted
 	mine := map[string]string{testLabel: t.Name()}
 	for round := range 3 {
@@ -233,19 +226,22 @@ func TestWatchContainerCreates(t *testing.T) {
 	}
 }
 
+// runRole runs a container of true in img with label pybox.role.
+func runRole(t *testing.T, eng *engine.Client, img, role string) {
+	t.Helper()
+	sp := spec(t, img, "true")
+	sp.Config.Labels["pybox.role"] = role
+	if _, err := eng.Run(t.Context(), sp); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWatchCreatesMatch: WatchCreates hands each container creation of the
 // watch, and only those (not the marks' volumes, not a creation made
 // before it), to its match, and counts the ones it accepts.
 func TestWatchCreatesMatch(t *testing.T) {
 	eng, img := setup(t)
-	run := func(role string) {
-		t.Helper()
-		sp := spec(t, img, "true")
-		sp.Config.Labels["pybox.role"] = role
-		if _, err := eng.Run(t.Context(), sp); err != nil {
-			t.Fatal(err)
-		}
-	}
+	run := func(role string) { t.Helper(); runRole(t, eng, img, role) }
 	run("before")
 	var seen []string
 	stop := eng.WatchCreates(t.Context(), func(labels map[string]string) bool {
