@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "removed %d containers left by an earlier, interrupted test run\n", n)
 	}
 	code := m.Run()
-	stopKube() // the Kubernetes tests' cluster, if one started (kubeTest)
+	stopKube() // the Kubernetes tests' shared cluster, if one started (kubeTest)
 	if code == 0 {
 		code = checkNoLeftovers()
 	}
@@ -87,7 +87,7 @@ var runSlots chan struct{}
 var longSlots = make(chan struct{}, longTestsAtOnce)
 
 // longTestsAtOnce bounds the long tests running beside the others (the
-// soaks, the Kubernetes ones on their shared node: kubeTest).
+// soaks, the Kubernetes ones: kubeTest).
 const longTestsAtOnce = 3
 
 // raiseParallel makes runSlots, n tokens unless -parallel is set. When it

@@ -84,7 +84,7 @@ check("nproc", 0 < nproc <= 1000 and err == errno.EAGAIN and len(kids) < nproc, 
 // the isolation battery (kubeBattery) under both, and checks that pybox
 // refuses to start when the RuntimeClass it would name does not exist.
 func TestKubernetesPodLimits(t *testing.T) {
-	k := kubeTest(t)
+	k := kubeTestOwn(t)
 	kubeconfig, image, cs := k.kubeconfig, k.image, k.cs
 	refusedOnTestNode(t, kubeconfig, image)
 	env := []string{"PYBOX_BACKEND=kubernetes", "KUBECONFIG=" + kubeconfig, k8sAccept, "PYBOX_IMAGE=" + image}
@@ -259,8 +259,9 @@ func refusedOnTestNode(t *testing.T, kubeconfig, image string) {
 	}
 }
 
-// kubeCluster is the package's Kubernetes test cluster: a control plane and
-// a node (kubeTest), with cmd/pybox/kubernetes's namespaces and RBAC applied.
+// kubeCluster is a Kubernetes test cluster: a control plane and a node
+// (kubeTest, kubeTestOwn), with cmd/pybox/kubernetes's namespaces and RBAC
+// applied.
 type kubeCluster struct {
 	cp         *testenv.ControlPlane
 	node       *testenv.Node
@@ -268,36 +269,37 @@ type kubeCluster struct {
 	kubeconfig string               // pybox's account, for the sandboxes' namespace
 	ns         string               // the sandboxes' namespace
 	image      string               // the runtime image, imported into the node
+	stop       func()               // stops the node and the control plane, removes their folder
 }
 
 var (
 	kubeOnce   sync.Once
 	kubeShared *kubeCluster
 	kubeErr    error
-	// kubeTurn lets one test at a time use the cluster: each checks the
-	// sandboxes' namespace (no pod left, the pods' logs) as its own.
+	// kubeTurn lets one test at a time use the shared cluster: each checks
+	// the sandboxes' namespace (no pod left, the pods' logs) as its own.
 	kubeTurn = make(chan struct{}, 1)
-	// stopKube stops the cluster once the package's tests are done (TestMain).
-	stopKube = func() {}
 )
+
+// stopKube stops the shared cluster, if one started, once the package's
+// tests are done (TestMain).
+func stopKube() {
+	if kubeShared != nil {
+		kubeShared.stop()
+	}
+}
 
 // kubeTest marks t as a Kubernetes end-to-end test and returns the shared
 // cluster, started by the first such test. Starting a control plane and a
 // node (etcd, kube-apiserver, containerd with the runtime image imported,
-// kubelet, scheduler) costs ~25 s of CPU; the tests need nothing of their
-// own from it, so they take turns on one. A long test otherwise (its slot
-// taken once its turn has come, so that waiting holds none): skipped where
-// no node can run, unless PYBOX_REQUIRE_K8S is set.
+// kubelet, scheduler) costs ~25 s of CPU; the short tests need nothing of
+// their own from it, so they take turns on one. TestKubernetesPodLimits,
+// minutes long, has its own (kubeTestOwn) and runs beside them: behind it
+// in the turns, they made a chain as long as the package. A long test
+// otherwise (its slot taken once its turn has come, so that waiting holds
+// none): skipped where no node can run, unless PYBOX_REQUIRE_K8S is set.
 func kubeTest(t *testing.T) *kubeCluster {
-	t.Parallel()
-	bin := testenv.KubeBin(t)
-	if why := testenv.KubeNodeReady(bin); why != "" {
-		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
-			t.Fatalf("PYBOX_REQUIRE_K8S is set but no node can run here: %s", why)
-		}
-		t.Skip(why)
-	}
-	image := testenv.RuntimeImage(t, testenv.Docker(t), "base")
+	bin, image := kubeReady(t)
 	kubeTurn <- struct{}{}
 	t.Cleanup(func() { <-kubeTurn })
 	longSlots <- struct{}{}
@@ -306,7 +308,40 @@ func kubeTest(t *testing.T) *kubeCluster {
 	if kubeErr != nil {
 		t.Fatal(kubeErr)
 	}
-	k := kubeShared
+	kubeLogs(t, kubeShared)
+	return kubeShared
+}
+
+// kubeTestOwn is kubeTest with a cluster of t's own, stopped at its end.
+func kubeTestOwn(t *testing.T) *kubeCluster {
+	bin, image := kubeReady(t)
+	longSlots <- struct{}{}
+	t.Cleanup(func() { <-longSlots })
+	k, err := startKube(bin, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.stop)
+	kubeLogs(t, k)
+	return k
+}
+
+// kubeReady makes t parallel and returns the Kubernetes binaries and the
+// runtime image, or skips t where no node can run.
+func kubeReady(t *testing.T) (bin, image string) {
+	t.Parallel()
+	bin = testenv.KubeBin(t)
+	if why := testenv.KubeNodeReady(bin); why != "" {
+		if os.Getenv("PYBOX_REQUIRE_K8S") != "" {
+			t.Fatalf("PYBOX_REQUIRE_K8S is set but no node can run here: %s", why)
+		}
+		t.Skip(why)
+	}
+	return bin, testenv.RuntimeImage(t, testenv.Docker(t), "base")
+}
+
+// kubeLogs logs k's node's logs when t fails.
+func kubeLogs(t *testing.T, k *kubeCluster) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, l := range []string{"kubelet", "scheduler", "containerd"} {
@@ -314,10 +349,9 @@ func kubeTest(t *testing.T) *kubeCluster {
 			}
 		}
 	})
-	return k
 }
 
-// startKube starts the cluster and sets stopKube.
+// startKube starts a cluster; on an error, what it started is stopped.
 func startKube(bin, image string) (*kubeCluster, error) {
 	dir, err := os.MkdirTemp("", "pybox-e2e-k8s-")
 	if err != nil {
@@ -328,19 +362,21 @@ func startKube(bin, image string) (*kubeCluster, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	stopKube = func() { cp.Stop(); os.RemoveAll(dir) }
 	node, err := testenv.StartNode(cp, bin, image)
 	if err != nil {
+		cp.Stop()
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	stopKube = func() { node.Stop(); cp.Stop(); os.RemoveAll(dir) }
+	k := &kubeCluster{cp: cp, node: node, cs: kubernetes.NewForConfigOrDie(cp.Admin), image: image,
+		stop: func() { node.Stop(); cp.Stop(); os.RemoveAll(dir) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kubeconfig, ns, err := testenv.SandboxKubeconfig(ctx, cp, "kubernetes")
-	if err != nil {
+	if k.kubeconfig, k.ns, err = testenv.SandboxKubeconfig(ctx, cp, "kubernetes"); err != nil {
+		k.stop()
 		return nil, err
 	}
-	return &kubeCluster{cp: cp, node: node, cs: kubernetes.NewForConfigOrDie(cp.Admin), kubeconfig: kubeconfig, ns: ns, image: image}, nil
+	return k, nil
 }
 
 // podLogBytes waits for the one running pod of the sandboxes' namespace whose
