@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +34,7 @@ type fakeBackend struct {
 	onRemove   func(id string)      // called before a removal, which waits for it
 	hanging    chan string          // gets a container's id when a program "hang" starts
 	takenUIDs  int                  // this many uid checks find another container with the uid
+	loseAnswer func() bool          // true: Start creates the container, then fails (its answer lost)
 
 	mu      sync.Mutex
 	live    map[string]bool // created and not removed
@@ -61,6 +65,9 @@ func (f *fakeBackend) Start(ctx context.Context, spec engine.Spec) (sandbox.Atta
 	f.users = append(f.users, spec.Config.User)
 	f.started++
 	f.mu.Unlock()
+	if f.loseAnswer != nil && f.loseAnswer() {
+		return nil, fmt.Errorf("fake: create %s: %w", id, io.ErrUnexpectedEOF)
+	}
 	if f.startDelay != nil {
 		time.Sleep(f.startDelay()) // not cancellable, like a container start
 	}
@@ -371,6 +378,44 @@ func TestFakeStraysRemovedAtClose(t *testing.T) {
 	sb.Close()
 	if live, _ := f.counts(); live != 0 {
 		t.Errorf("%d containers left after Close retried the removals", live)
+	}
+}
+
+// TestFakeOrphansRemovedAtClose: a container the daemon created but whose
+// answer was lost (the connection cut mid-create: pybox never learned its
+// id, and a removal by name made at once can come before the daemon is
+// done creating it) carries this instance's lease; Close removes every
+// container with that lease, not only those it knows, and then the lease.
+func TestFakeOrphansRemovedAtClose(t *testing.T) {
+	f := newFake()
+	var lost atomic.Bool
+	f.loseAnswer = lost.Load
+	leases := t.TempDir()
+	sb := fakeSandbox(t, f, sandbox.Config{WarmPool: -1, LeaseDir: leases})
+	if _, err := runCode(t.Context(), sb, "p0"); err != nil {
+		t.Fatal(err)
+	}
+	lost.Store(true)
+	if _, err := runCode(t.Context(), sb, "p1"); err == nil {
+		t.Fatal("a run whose container's answer was lost succeeded")
+	}
+	f.mu.Lock()
+	orphan := fmt.Sprintf("fake-%d", f.seq)
+	created := f.live[orphan]
+	f.mu.Unlock()
+	if !created {
+		t.Fatalf("the fake did not create %s", orphan)
+	}
+	sb.Close()
+	if live, _ := f.counts(); live != 0 {
+		t.Errorf("%d containers left after Close; want the orphan removed", live)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(leases)); len(ents) != 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("lease folder after Close: %v; want the lease removed with nothing left", names)
 	}
 }
 

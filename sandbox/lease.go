@@ -37,17 +37,31 @@ func takeLease(path string, o *Owner) (leases, error) {
 	return leases{dir: dir, own: own}, nil
 }
 
-// releaseLease ends this instance's lease at Close. With none of its
-// containers left it removes the lease file; otherwise (a run still in
-// flight, a failed removal, Docker unreachable) it only unlocks it, so the
-// next reaper knows the owner is gone and removes what is left.
+// releaseLease ends this instance's lease at Close. Every container
+// still labelled with it is this instance's (it sets the label itself,
+// and no program can create containers) whether or not it knows the
+// container: one whose create reached the daemon while the answer was
+// lost (the connection cut mid-request; a removal by name made at once
+// can come before the daemon is done creating it) has no id here. So
+// it removes them all first. With none left it removes the lease file;
+// otherwise (a removal failed, Docker unreachable) it only unlocks it,
+// so the next reaper knows the owner is gone and removes what is left.
 func (s *Sandbox) releaseLease() {
 	if s.leases.own == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseListTimeout)
 	defer cancel()
-	left, err := s.eng.List(ctx, map[string]string{LabelManaged: "true", LabelLease: s.owner.Lease})
+	mine := map[string]string{LabelManaged: "true", LabelLease: s.owner.Lease, LabelOwner: s.owner.ID}
+	left, err := s.eng.List(ctx, mine)
+	if err == nil && len(left) > 0 {
+		for _, c := range left {
+			if rerr := s.eng.Remove(ctx, c.ID); rerr == nil {
+				s.log.Info("removed a container of this instance left at close (one whose create's answer was lost, say)", "container_id", shortID(c.ID), "name", c.Name)
+			}
+		}
+		left, err = s.eng.List(ctx, mine)
+	}
 	if err != nil || len(left) > 0 {
 		s.log.Info("lease kept for the next reaper", "lease", s.owner.Lease, "containers", len(left), "err", err)
 		err = s.leases.own.Release()

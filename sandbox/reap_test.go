@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -96,42 +97,64 @@ func TestReapOnlyGoneOwners(t *testing.T) {
 }
 
 // TestCloseEndsTheLease: a sandbox's containers name its lease, which it
-// holds until Close and then removes; when one of its containers is left
-// at Close, the lease file stays unlocked and the next reaper removes both.
+// holds until Close and then removes. Close removes every container that
+// names it, also one it has no id for (created behind its back here, as
+// the daemon creates one whose create's answer was lost), then the lease;
+// when the daemon is away at Close, the lease file stays unlocked and the
+// next reaper removes both.
 func TestCloseEndsTheLease(t *testing.T) {
-	for _, leftover := range []bool{false, true} {
-		eng := testenv.Docker(t)
-		dir := t.TempDir()
-		sb, err := sandbox.New(sandbox.Config{Engine: eng, Image: testenv.RuntimeImage(t, eng, "base"), WarmPool: -1, LeaseDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := sb.Owner()
-		if want := filepath.Join(openLeases(t, dir).Path(), o.ID+".lock"); o.Lease != want || o.Labels("run")[sandbox.LabelLease] != want {
-			t.Fatalf("lease %q, label %q; want %q", o.Lease, o.Labels("run")[sandbox.LabelLease], want)
-		}
-		if _, err := openLeases(t, dir).TryTake(o.ID); !errors.Is(err, lease.ErrHeld) {
-			t.Errorf("lease of a live sandbox: %v; want held", err)
-		}
-		var id string
-		if leftover {
-			id = createLabelled(t, eng, o.Labels("run")) // as a run still in flight
-		}
-		sb.Close()
-		_, err = os.Lstat(o.Lease)
-		if errors.Is(err, fs.ErrNotExist) == leftover {
-			t.Errorf("leftover=%v: lease file after Close: %v", leftover, err)
-		}
-		if !leftover {
-			continue
-		}
-		reaper, _ := newSandbox(t, sandbox.Config{WarmPool: -1, LeaseDir: dir})
-		if n, err := reaper.ReapOrphans(t.Context()); n != 1 || err != nil || exists(t, eng, id) {
-			t.Errorf("reap after Close with a leftover: %d, %v, container exists=%v; want it removed", n, err, exists(t, eng, id))
-		}
-		if _, err := os.Lstat(o.Lease); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("lease file after the reap: %v; want it gone", err)
-		}
+	for _, leftover := range []string{"none", "unknown to the sandbox", "the daemon away at Close"} {
+		t.Run(leftover, func(t *testing.T) {
+			eng := testenv.Docker(t)
+			sbEng := eng
+			var px *testenv.DaemonProxy
+			if leftover == "the daemon away at Close" {
+				px = testenv.NewDaemonProxy(t)
+				t.Setenv("DOCKER_HOST", px.Host)
+				var err error
+				if sbEng, err = engine.New(slog.New(slog.DiscardHandler)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := t.TempDir()
+			sb, err := sandbox.New(sandbox.Config{Engine: sbEng, Image: testenv.RuntimeImage(t, eng, "base"), WarmPool: -1, LeaseDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := sb.Owner()
+			if want := filepath.Join(openLeases(t, dir).Path(), o.ID+".lock"); o.Lease != want || o.Labels("run")[sandbox.LabelLease] != want {
+				t.Fatalf("lease %q, label %q; want %q", o.Lease, o.Labels("run")[sandbox.LabelLease], want)
+			}
+			if _, err := openLeases(t, dir).TryTake(o.ID); !errors.Is(err, lease.ErrHeld) {
+				t.Errorf("lease of a live sandbox: %v; want held", err)
+			}
+			var id string
+			if leftover != "none" {
+				id = createLabelled(t, eng, o.Labels("run"))
+			}
+			if px != nil {
+				px.Stop()
+			}
+			sb.Close()
+			_, err = os.Lstat(o.Lease)
+			if kept := px != nil; errors.Is(err, fs.ErrNotExist) == kept {
+				t.Errorf("lease file after Close: %v; want it kept: %v", err, kept)
+			}
+			if id != "" && px == nil && exists(t, eng, id) {
+				t.Errorf("the container naming the lease is still there after Close")
+			}
+			if px == nil {
+				return
+			}
+			px.Start() // the daemon back (DOCKER_HOST still names the proxy)
+			reaper, _ := newSandbox(t, sandbox.Config{WarmPool: -1, LeaseDir: dir})
+			if n, err := reaper.ReapOrphans(t.Context()); n != 1 || err != nil || exists(t, eng, id) {
+				t.Errorf("reap after Close with the daemon away: %d, %v, container exists=%v; want it removed", n, err, exists(t, eng, id))
+			}
+			if _, err := os.Lstat(o.Lease); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("lease file after the reap: %v; want it gone", err)
+			}
+		})
 	}
 }
 
