@@ -23,6 +23,7 @@ import (
 
 	"github.com/pybox-dev/pybox/internal/engine"
 	"github.com/pybox-dev/pybox/internal/kube"
+	"github.com/pybox-dev/pybox/internal/lease"
 	"github.com/pybox-dev/pybox/internal/testenv"
 	"github.com/pybox-dev/pybox/sandbox"
 )
@@ -358,7 +359,7 @@ func TestPodSecurity(t *testing.T) {
 // manifests is cmd/pybox/kubernetes from here.
 const manifests = "../../cmd/pybox/kubernetes"
 
-// TestReapByLabel: pods a gone pybox left (its lease released, not held)
+// TestReapByLabel: pods a dead pybox left (its lease released, not held)
 // are removed by the next one on the same state, found by their labels
 // and the lease path kept as an annotation; a live owner's pods stay.
 func TestReapByLabel(t *testing.T) {
@@ -373,21 +374,36 @@ func TestReapByLabel(t *testing.T) {
 		}
 		return sb
 	}
-	podOf := func(sb *sandbox.Sandbox, role string) string {
-		spec := runSpec(sb.Owner().ContainerName(role), "")
-		spec.Config.Labels = sb.Owner().Labels(role)
+	podOf := func(o sandbox.Owner, role string) string {
+		spec := runSpec(o.ContainerName(role), "")
+		spec.Config.Labels = o.Labels(role)
 		p, err := b.Create(ctx, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p.Name
 	}
-	gone := newSandbox()
-	left := []string{podOf(gone, "run"), podOf(gone, "session")}
-	gone.Close() // its pods stay (as after a crash): the lease is released, not removed
 	live := newSandbox()
 	defer live.Close()
-	mine := podOf(live, "run")
+	// A pybox that died (killed, crashed): its lease file is there, unlocked,
+	// and its pods stay. (Close would remove them: it removes every pod of
+	// its lease.)
+	dir, err := lease.Open(leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	dead, err := dir.Acquire(lease.NewID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := sandbox.NewOwner()
+	gone.ID, gone.Lease = dead.ID(), dead.Path()
+	left := []string{podOf(gone, "run"), podOf(gone, "session")}
+	if err := dead.Release(); err != nil {
+		t.Fatal(err)
+	}
+	mine := podOf(live.Owner(), "run")
 	n, err := live.ReapOrphans(ctx)
 	if err != nil || n != len(left) {
 		t.Fatalf("reaped %d, %v; want %d", n, err, len(left))
