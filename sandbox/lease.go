@@ -52,18 +52,13 @@ func (s *Sandbox) releaseLease() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseListTimeout)
 	defer cancel()
-	mine := map[string]string{LabelManaged: "true", LabelLease: s.owner.Lease, LabelOwner: s.owner.ID}
-	left, err := s.eng.List(ctx, mine)
-	if err == nil && len(left) > 0 {
-		for _, c := range left {
-			if rerr := s.eng.Remove(ctx, c.ID); rerr == nil {
-				s.log.Info("removed a container of this instance left at close (one whose create's answer was lost, say)", "container_id", shortID(c.ID), "name", c.Name)
-			}
-		}
-		left, err = s.eng.List(ctx, mine)
+	list, err := s.eng.List(ctx, map[string]string{LabelManaged: "true", LabelOwner: s.owner.ID, LabelLease: s.owner.Lease})
+	left := len(list)
+	if err == nil {
+		left -= s.removeAll(ctx, list)
 	}
-	if err != nil || len(left) > 0 {
-		s.log.Info("lease kept for the next reaper", "lease", s.owner.Lease, "containers", len(left), "err", err)
+	if err != nil || left > 0 {
+		s.log.Info("lease kept for the next reaper", "lease", s.owner.Lease, "containers", left, "err", err)
 		err = s.leases.own.Release()
 	} else {
 		err = s.leases.own.Remove()
