@@ -83,11 +83,16 @@ func heProgram(p, s map[string]any) string {
 }
 
 // refTimeout is the reference's time limit: wide, as the host is shared
-// (a slow completion loops forever, so it times out under any limit). The
-// reference runs at the lowest priority (nice 19): its verdicts depend on
-// wall time only, and the fixture's endless loops, one per slow
-// completion, took 5-9 CPU-seconds each from the suite's other tests.
+// (a slow completion loops forever, so it times out under any limit).
 const refTimeout = 20 * time.Second
+
+// refCPU is the reference's CPU-time limit, in seconds: the fixture's
+// programs take milliseconds of CPU or loop forever, and a loop stopped
+// at refCPU gives the verdict the wall limit would, without taking up to
+// refTimeout of CPU from the suite's other tests. (Lowering the
+// reference's priority instead starved the quick programs on a loaded
+// machine until the wall limit called them timed out.)
+const refCPU = 2
 
 // pythonReferences runs pythonReference on each program, four at once.
 func pythonReferences(t *testing.T, programs []string) []string {
@@ -106,27 +111,38 @@ func pythonReferences(t *testing.T, programs []string) []string {
 }
 
 // pythonReference runs program with python3 on the host, in a wrapper
-// that prints a secret token once the program ran to its end.
+// that prints a secret token once the program ran to its end. A program
+// past its wall limit (timeout) or CPU limit (refCPU: the kernel's
+// SIGXCPU, or SIGKILL at the hard limit) timed out.
 func pythonReference(t *testing.T, program string, timeout time.Duration) string {
 	t.Helper()
 	token := make([]byte, 16)
 	rand.Read(token)
 	tok := hex.EncodeToString(token)
-	const wrapper = "import os, sys\ntok = os.environ.pop('REF_TOKEN')\nsrc = sys.stdin.read()\nexec(compile(src, '<program>', 'exec'), {'__name__': '__main__'})\nsys.stdout.flush()\nos.write(1, ('\\n' + tok).encode())\n"
+	wrapper := fmt.Sprintf("import os, resource, sys\nresource.setrlimit(resource.RLIMIT_CPU, (%d, %d))\ntok = os.environ.pop('REF_TOKEN')\nsrc = sys.stdin.read()\nexec(compile(src, '<program>', 'exec'), {'__name__': '__main__'})\nsys.stdout.flush()\nos.write(1, ('\\n' + tok).encode())\n", refCPU, refCPU+1)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nice", "-n", "19", "python3", "-c", wrapper)
+	cmd := exec.CommandContext(ctx, "python3", "-c", wrapper)
 	cmd.Env = append(os.Environ(), "REF_TOKEN="+tok)
 	cmd.Stdin = strings.NewReader(program)
 	cmd.Dir = t.TempDir()
-	out, _ := cmd.Output()
+	out, err := cmd.Output()
+	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
+		return "timed out"
+	case errors.As(err, &ee) && cpuLimited(ee):
 		return "timed out"
 	case bytes.HasSuffix(out, []byte(tok)):
 		return "passed"
 	}
 	return "failed"
+}
+
+// cpuLimited: the process was killed for its CPU time.
+func cpuLimited(ee *exec.ExitError) bool {
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGXCPU || ws.Signal() == syscall.SIGKILL)
 }
 
 // heVerdict is a results line's verdict in the reference's three words.
