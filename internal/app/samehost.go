@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -56,13 +55,14 @@ func (a *App) checkSameHost(ctx context.Context, dirs ...string) error {
 	return err
 }
 
-// sameHost writes a file with a random content in each folder and has one
-// container of the Docker host, with the folders mounted read-only, print
-// them back; a folder whose file it does not find is not the host's.
+// sameHost writes a file with a random content in each folder and reads
+// them back through a container of the Docker host with the folders
+// mounted read-only, created but never started (engine.ReadFiles: the
+// daemon mounts them for the copy as it would for a run); a folder whose
+// file it does not find is not the host's.
 func (a *App) sameHost(ctx context.Context, dirs []string) error {
-	var want bytes.Buffer
+	var want, paths []string
 	var mounts []mount.Mount
-	cmd := []string{"cat"}
 	for i, dir := range dirs {
 		nonce := make([]byte, 16)
 		rand.Read(nonce)
@@ -76,47 +76,46 @@ func (a *App) sameHost(ctx context.Context, dirs []string) error {
 			return fmt.Errorf("check %s: %w", dir, err)
 		}
 		defer os.Remove(probe)
-		want.WriteString(content)
+		want = append(want, content)
 		target := fmt.Sprintf("/check%d", i)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: target, ReadOnly: true})
-		cmd = append(cmd, target+"/"+name)
+		paths = append(paths, target+"/"+name)
 	}
 	host := contract.Hardened("none")
-	host.ReadonlyRootfs, host.CapAdd, host.Mounts = true, []string{"DAC_READ_SEARCH"}, mounts
-	var out bytes.Buffer
+	host.ReadonlyRootfs, host.Mounts = true, mounts
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	exit, err := a.Engine.Run(ctx, engine.Spec{
+	got, err := a.Engine.ReadFiles(ctx, engine.Spec{
 		Name: a.Sandbox.Owner().ContainerName("probe"),
-		// Root with only the capability to read any file (the folders may
-		// be 0700, each its owner's); it runs cat on pybox's files, nothing else.
-		Config: &container.Config{Image: a.Image, Cmd: cmd, User: "0:0", NetworkDisabled: true, Labels: a.Sandbox.Owner().Labels("probe")},
+		// Never started: the command is only what a container needs to be created.
+		Config: &container.Config{Image: a.Image, Cmd: []string{"true"}, User: "0:0", NetworkDisabled: true, Labels: a.Sandbox.Owner().Labels("probe")},
 		Host:   host,
-		Stdout: &out, Timeout: 30 * time.Second,
-	})
+	}, paths, 64)
 	if errors.Is(err, engine.ErrUnreachable) {
 		return err
 	}
-	if err == nil && exit.Code == 0 && out.String() == want.String() {
+	bad := ""
+	for i, dir := range dirs {
+		if err == nil && string(got[i]) != want[i] {
+			bad = dir
+			break
+		}
+	}
+	if err == nil && bad == "" {
 		return nil
 	}
-	// Which one: the one the daemon names, or the first whose file was
-	// not read back.
+	// Which one: the one whose file did not read back, or the one the
+	// daemon names (a source it does not have), or the first.
 	why := "a container of the Docker host did not find pybox's file there"
-	bad := dirs[0]
 	if err != nil {
-		why = "the Docker daemon: " + err.Error()
-		for _, d := range dirs {
-			if strings.Contains(err.Error(), d) {
-				bad = d
+		why, bad = "the Docker daemon: "+err.Error(), dirs[0]
+		for i, d := range dirs {
+			if strings.Contains(err.Error(), paths[i]) {
+				why, bad = "a container of the Docker host did not find pybox's file there ("+err.Error()+")", d
 				break
 			}
-		}
-	} else {
-		got := strings.Split(out.String(), "\n")
-		for i, line := range strings.Split(want.String(), "\n")[:len(dirs)] {
-			if i >= len(got) || got[i] != line {
-				bad = dirs[i]
+			if strings.Contains(err.Error(), d) {
+				bad = d
 				break
 			}
 		}
