@@ -27,6 +27,7 @@ const (
 	poolCeiling  = 8                // most ready containers per environment
 	maxFills     = 2                // containers being started for the pool at once
 	joinWait     = 30 * time.Second // how long a run waits for a container being started for it (pool.joinWait)
+	loneDelay    = time.Second      // the first run's refill waits this long (pool.loneDelay)
 )
 
 // warm is one ready container and the output folder mounted into it.
@@ -44,6 +45,8 @@ type warm struct {
 type pool struct {
 	floor, ceiling int
 	joinWait       time.Duration // how long a run waits for a container being started for it
+	loneDelay      time.Duration // how long the first run's refill waits; see done
+	ranBefore      bool          // a run ended before (done)
 	// start starts one ready container for a program (Sandbox.startOnce);
 	// never with a caller's context: the container outlives the call.
 	start   func(context.Context, Program) (*warm, error)
@@ -70,7 +73,7 @@ type pool struct {
 // ceiling under demand; floor 0 disables it.
 func newPool(floor, ceiling int, start func(context.Context, Program) (*warm, error), log *slog.Logger) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pool{floor: floor, ceiling: max(floor, ceiling), joinWait: joinWait, start: start, log: log, idle: map[string][]*warm{},
+	return &pool{floor: floor, ceiling: max(floor, ceiling), joinWait: joinWait, loneDelay: loneDelay, start: start, log: log, idle: map[string][]*warm{},
 		filling: map[string]int{}, waiting: map[string]int{}, demand: map[string]*demand{}, upcoming: -1, ctx: ctx, cancel: cancel}
 }
 
@@ -86,13 +89,18 @@ func (pl *pool) target(key string, now time.Time) int {
 	if d == nil {
 		return pl.floor
 	}
-	recent := 0
+	return min(max(pl.floor, d.recent(now)+d.running), pl.ceiling)
+}
+
+// recent counts the runs started in the demand window before now.
+func (d *demand) recent(now time.Time) int {
+	n := 0
 	for _, t := range d.starts {
 		if now.Sub(t) < demandWindow {
-			recent++
+			n++
 		}
 	}
-	return min(max(pl.floor, recent+d.running), pl.ceiling)
+	return n
 }
 
 // started records a run of key. Called with mu held.
@@ -207,19 +215,51 @@ func (pl *pool) setUpcoming(n int) {
 	pl.upcoming = n
 }
 
-// done ends a run counted by take and refills p's key: after the
-// run, so the refill's container starts do not compete with it.
-func (pl *pool) done(p Program) {
+// done ends a run counted by take (warm: it had a ready container) and
+// refills p's key: after the run, so the refill's container starts do not
+// compete with it.
+//
+// The pool's first run, cold, alone (none running, the runs to come
+// unknown), refills after loneDelay: a client that makes one call and
+// goes (a script, a one-shot session, a CI step) leaves no container
+// nobody uses, while an agent's next call, seconds later, finds them
+// ready. A run that comes meanwhile goes cold too, and its end refills at
+// once, as every later run's does.
+func (pl *pool) done(p Program, warm bool) {
 	if pl.floor <= 0 || !p.pooled() {
 		return
 	}
 	key := poolKey(p)
 	pl.mu.Lock()
+	first := !pl.ranBefore
+	pl.ranBefore = true
 	if d := pl.demand[key]; d != nil {
 		d.running--
+		if first && !warm && d.running == 0 && pl.upcoming < 0 && pl.loneDelay > 0 {
+			pl.refillAfter(pl.loneDelay, key, p)
+			pl.mu.Unlock()
+			return
+		}
 	}
 	pl.mu.Unlock()
 	pl.refill(key, p)
+}
+
+// refillAfter refills key after delay, unless the pool closes first.
+// Called with mu held (a closed pool's wait group takes no more).
+func (pl *pool) refillAfter(delay time.Duration, key string, p Program) {
+	if pl.closed {
+		return
+	}
+	pl.wg.Go(func() {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			pl.refill(key, p)
+		case <-pl.ctx.Done():
+		}
+	})
 }
 
 // touch makes key the most recent; keys beyond poolKeys are drained.

@@ -96,6 +96,7 @@ func (s *starter) counts() (made, destroyed int) {
 func stubPool(t *testing.T, floor, ceiling int, st *starter) *pool {
 	t.Helper()
 	pl := newPool(floor, ceiling, st.start, slog.New(slog.DiscardHandler))
+	pl.loneDelay = 0 // the first run refills at once (TestPoolUnitFirstRunRefillsLater: the delay)
 	t.Cleanup(func() {
 		if st.gate != nil {
 			close(st.gate)
@@ -142,7 +143,7 @@ func TestPoolUnitRefillAfterRun(t *testing.T) {
 	if made, _ := st.counts(); made != 0 {
 		t.Fatalf("%d containers started before any run ended; want 0 (refills follow runs)", made)
 	}
-	pl.done(stubProgram)
+	pl.done(stubProgram, false)
 	// One run in the window: the target is the floor, 2.
 	eventually(t, "two ready containers", func() bool { return pl.ready() == 2 })
 	settled(pl)
@@ -160,7 +161,7 @@ func TestPoolUnitRefillAfterRun(t *testing.T) {
 		t.Errorf("%d ready after a take; want 1", pl.ready())
 	}
 	pl.dropLater(w)
-	pl.done(stubProgram)
+	pl.done(stubProgram, true)
 	// Two runs in the window: the target stays 2 (floor) .. it may grow to
 	// 2 recent starts; never past the ceiling.
 	eventually(t, "the pool refilled", func() bool { return pl.ready() >= 2 })
@@ -175,7 +176,7 @@ func TestPoolUnitRefillAfterRun(t *testing.T) {
 func takeDuringAFill(t *testing.T, pl *pool) <-chan *warm {
 	t.Helper()
 	pl.take(context.Background(), stubProgram) // an empty pool: counted as demand
-	pl.done(stubProgram)                       // starts one fill, held at the gate
+	pl.done(stubProgram, false)                // starts one fill, held at the gate
 	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
 	got := make(chan *warm, 1)
 	go func() { got <- pl.take(context.Background(), stubProgram) }()
@@ -230,7 +231,7 @@ func TestPoolUnitTakeGivesUpAfterJoinWait(t *testing.T) {
 	pl := stubPool(t, 1, 1, st)
 	pl.joinWait = time.Second
 	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram)
+	pl.done(stubProgram, false)
 	eventually(t, "a fill under way", func() bool { return fillsNow(pl) == 1 })
 	start := time.Now()
 	if w := pl.take(context.Background(), stubProgram); w != nil {
@@ -265,7 +266,7 @@ func TestPoolUnitCloseDuringFills(t *testing.T) {
 	if pl.ready() != 0 {
 		t.Errorf("%d ready after close", pl.ready())
 	}
-	pl.done(stubProgram)
+	pl.done(stubProgram, false)
 	settled(pl)
 	if made, _ := st.counts(); made != 2 {
 		t.Errorf("a run ending after close started %d more containers", made-2)
@@ -278,7 +279,7 @@ func TestPoolUnitCloseDuringFills(t *testing.T) {
 func closeDuringTwoFills(t *testing.T, pl *pool, st *starter) <-chan struct{} {
 	t.Helper()
 	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram)
+	pl.done(stubProgram, false)
 	eventually(t, "two fills under way", func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -315,7 +316,7 @@ func TestPoolUnitFailedStartStopsTheChain(t *testing.T) {
 	st.fail.Store(true)
 	pl := stubPool(t, 2, 2, st)
 	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram)
+	pl.done(stubProgram, false)
 	eventually(t, "the fills ended", func() bool { return fillsNow(pl) == 0 })
 	st.fail.Store(false) // a retry now would succeed
 	settled(pl)
@@ -323,7 +324,7 @@ func TestPoolUnitFailedStartStopsTheChain(t *testing.T) {
 		t.Fatalf("%d ready although every start failed", pl.ready())
 	}
 	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram)
+	pl.done(stubProgram, false)
 	eventually(t, "the pool filled once starts work again", func() bool { return pl.ready() == 2 })
 }
 
@@ -335,7 +336,7 @@ func TestPoolUnitOldKeysDrained(t *testing.T) {
 	progs := []Program{{Image: "a", Workspace: "/ws"}, {Image: "b", Workspace: "/ws"}, {Image: "c", Workspace: "/ws"}}
 	for _, p := range progs[:poolKeys] {
 		pl.take(context.Background(), p) // nothing ready: counted as demand
-		pl.done(p)
+		pl.done(p, false)
 	}
 	eventually(t, "one ready per key", func() bool { return pl.ready() == poolKeys })
 	pl.take(context.Background(), progs[poolKeys])
@@ -359,7 +360,7 @@ func TestPoolUnitUpcomingBoundsFills(t *testing.T) {
 	pl := stubPool(t, 4, 8, st)
 	pl.setUpcoming(1)
 	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram) // the target is 4; one run is still to come
+	pl.done(stubProgram, false) // the target is 4; one run is still to come
 	eventually(t, "one ready container", func() bool { return pl.ready() == 1 })
 	pl.setUpcoming(0)
 	w := pl.take(context.Background(), stubProgram)
@@ -367,7 +368,7 @@ func TestPoolUnitUpcomingBoundsFills(t *testing.T) {
 		t.Fatal("the ready container was not handed out")
 	}
 	pl.dropLater(w)
-	pl.done(stubProgram) // nothing is to come: no refill
+	pl.done(stubProgram, true) // nothing is to come: no refill
 	pl.mu.Lock()
 	fills := pl.fills()
 	pl.mu.Unlock()
@@ -376,7 +377,7 @@ func TestPoolUnitUpcomingBoundsFills(t *testing.T) {
 	}
 	pl.setUpcoming(-1)
 	pl.take(context.Background(), stubProgram)
-	pl.done(stubProgram)
+	pl.done(stubProgram, false)
 	eventually(t, "the floor, refilled once the count is unknown", func() bool { return pl.ready() == 4 })
 }
 
@@ -392,12 +393,79 @@ func TestPoolUnitAnyRunnerStart(t *testing.T) {
 	compiled := src
 	compiled.Runner = []byte("M8\ncompiled")
 	pl.take(context.Background(), src) // nothing ready: counted as demand
-	pl.done(src)
+	pl.done(src, false)
 	eventually(t, "one ready container", func() bool { return pl.ready() == 1 })
 	w := pl.take(context.Background(), compiled)
 	if w == nil {
 		t.Fatal("the ready container of the runner from source was not handed to a program of the compiled one")
 	}
 	pl.dropLater(w)
-	pl.done(compiled)
+	pl.done(compiled, false)
+}
+
+// TestPoolUnitFirstRunRefillsLater: the pool's first run, cold and
+// alone, refills after loneDelay, and a pool closed meanwhile starts
+// nothing; a second run (it went cold) refills at once, as do a later
+// lone cold run, a warm run, and a first run with known runs to come.
+func TestPoolUnitFirstRunRefillsLater(t *testing.T) {
+	slow := func(t *testing.T) (*starter, *pool) {
+		st := &starter{}
+		pl := stubPool(t, 2, 4, st)
+		pl.loneDelay = time.Hour
+		return st, pl
+	}
+	refillsAtOnce := func(t *testing.T, pl *pool, warm bool) {
+		t.Helper()
+		pl.done(stubProgram, warm)
+		if n := fillsNow(pl); n == 0 {
+			t.Fatal("no fill right after the run; want a refill at once")
+		}
+	}
+	t.Run("closed before the delay", func(t *testing.T) {
+		st, pl := slow(t)
+		pl.take(context.Background(), stubProgram)
+		pl.done(stubProgram, false)
+		if n := fillsNow(pl); n != 0 {
+			t.Fatalf("%d fills right after the first run; want none before the delay", n)
+		}
+		pl.close() // ends the wait: it returns, the hour not waited
+		if made, _ := st.counts(); made != 0 {
+			t.Errorf("%d containers started for a pool closed before the delay; want 0", made)
+		}
+	})
+	t.Run("a second run", func(t *testing.T) {
+		_, pl := slow(t)
+		pl.take(context.Background(), stubProgram)
+		pl.done(stubProgram, false)
+		if w := pl.take(context.Background(), stubProgram); w != nil {
+			t.Fatal("a container handed out before any refill")
+		}
+		refillsAtOnce(t, pl, false)
+		eventually(t, "two ready containers", func() bool { return pl.ready() == 2 })
+	})
+	t.Run("a later lone cold run", func(t *testing.T) {
+		_, pl := slow(t)
+		pl.ranBefore = true // a run ended before, its demand long gone
+		pl.take(context.Background(), stubProgram)
+		refillsAtOnce(t, pl, false)
+	})
+	t.Run("a warm run", func(t *testing.T) {
+		_, pl := slow(t)
+		pl.take(context.Background(), stubProgram)
+		refillsAtOnce(t, pl, true)
+	})
+	t.Run("runs to come", func(t *testing.T) {
+		_, pl := slow(t)
+		pl.setUpcoming(5)
+		pl.take(context.Background(), stubProgram)
+		refillsAtOnce(t, pl, false)
+	})
+	t.Run("after the delay", func(t *testing.T) {
+		st := &starter{}
+		pl := stubPool(t, 2, 4, st)
+		pl.loneDelay = 20 * time.Millisecond
+		pl.take(context.Background(), stubProgram)
+		pl.done(stubProgram, false)
+		eventually(t, "the floor, once the delay passed", func() bool { return pl.ready() == 2 })
+	})
 }

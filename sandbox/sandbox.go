@@ -348,7 +348,7 @@ func (s *Sandbox) Run(ctx context.Context, p Program) (Result, error) {
 	defer uncover()
 	w := s.pool.take(ctx, p)
 	warm := w != nil
-	defer s.pool.done(p)
+	defer s.pool.done(p, warm)
 	if w == nil {
 		if w, err = s.startOnce(ctx, p, "run"); err != nil {
 			return Result{}, err
