@@ -12,7 +12,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c := commandConfig("bench")
 	fs := newFlags("bench", "pybox bench [flags]", stderr, c)
 	var o bench.Options
-	fs.IntVar(&o.N, "n", 20, "iterations per scenario")
+	fs.IntVar(&o.N, "n", 20, "iterations per scenario; the load rows follow it (4 concurrent callers of 5n/4 calls each, 20 HTTP clients for n seconds)")
 	fs.StringVar(&o.JSON, "json", "", "also write the JSON report to this file (\"-\" = stdout only JSON)")
 	fs.BoolVar(&o.Eval, "eval", false, "measure `pybox eval` throughput instead (samples/s against a docker run loop and a pybox run loop of -n samples)")
 	fs.IntVar(&o.EvalTrivial, "eval-trivial", 500, "with -eval: samples in the trivial batch")

@@ -82,10 +82,11 @@ func (b *bench) httpRows(ctx context.Context, serveArgs []string) []Row {
 }
 
 // httpClientsRow: 20 clients, each with its own MCP session, call
-// execute_code print(1) in a loop for 20 s.
+// execute_code print(1) in a loop for 20 s (at -n 20; n seconds: the row
+// follows -n as the others do).
 func (b *bench) httpClientsRow(ctx context.Context, connect func() (*mcp.ClientSession, error)) Row {
-	const clients, span = 20, 20 * time.Second
-	name := "20 HTTP clients, execute_code print(1) for 20 s"
+	clients, span := 20, loadSpan(b.n)
+	name := fmt.Sprintf("%d HTTP clients, execute_code print(1) for %v", clients, span)
 	var sessions []*mcp.ClientSession
 	for range clients {
 		cs, err := connect()

@@ -225,9 +225,10 @@ func (b *bench) burstRow(ctx context.Context, cs *mcp.ClientSession) Row {
 }
 
 // concurrentRow measures 4 callers making 25 calls each at once on the
-// one connection: latency per call and throughput.
+// one connection (at -n 20; each makes 5n/4: the row follows -n as the
+// others do): latency per call and throughput.
 func (b *bench) concurrentRow(ctx context.Context, cs *mcp.ClientSession) Row {
-	const callers, each = 4, 25
+	callers, each := 4, loadCalls(b.n)
 	sessions := make([]*mcp.ClientSession, callers)
 	for i := range sessions {
 		sessions[i] = cs
@@ -235,12 +236,20 @@ func (b *bench) concurrentRow(ctx context.Context, cs *mcp.ClientSession) Row {
 	calls := 0
 	var mu sync.Mutex
 	more := func() bool { mu.Lock(); defer mu.Unlock(); calls++; return calls <= callers*each }
-	row := b.loadRow(ctx, "4 concurrent callers x 25 execute_code print(1)", sessions, more)
+	row := b.loadRow(ctx, fmt.Sprintf("%d concurrent callers x %d execute_code print(1)", callers, each), sessions, more)
 	if row.Skipped == "" {
 		row.Note += " (target >= 15 runs/s, 0 failures)"
 	}
 	return row
 }
+
+// loadCalls is each concurrent caller's number of calls at -n n: 25 at
+// the default 20, at least 2.
+func loadCalls(n int) int { return max(2, n*5/4) }
+
+// loadSpan is how long the HTTP clients' row calls at -n n: 20 s at the
+// default 20, at least 2 s.
+func loadSpan(n int) time.Duration { return max(2*time.Second, time.Duration(n)*time.Second) }
 
 // loadRow has each session call execute_code print(1) in a loop, all at
 // once, while more says so, and summarises latency and throughput.

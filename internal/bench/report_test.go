@@ -90,3 +90,20 @@ func TestOptionsCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadRowsFollowN: the load rows' size follows -n, the default's
+// being the rows' historical 4 x 25 calls and 20 s.
+func TestLoadRowsFollowN(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		calls int
+		span  time.Duration
+	}{{20, 25, 20 * time.Second}, {2, 2, 2 * time.Second}, {10, 12, 10 * time.Second}, {100, 125, 100 * time.Second}} {
+		if got := loadCalls(c.n); got != c.calls {
+			t.Errorf("-n %d: %d calls a caller; want %d", c.n, got, c.calls)
+		}
+		if got := loadSpan(c.n); got != c.span {
+			t.Errorf("-n %d: HTTP clients for %v; want %v", c.n, got, c.span)
+		}
+	}
+}
