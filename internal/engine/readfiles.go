@@ -11,9 +11,9 @@ import (
 // them, its bind mounts included, without running anything: it creates the
 // container, copies each file out of it (the daemon mounts the container's
 // filesystem and binds for the copy, as it would for a start), and removes
-// it. Each file may hold at most max bytes. A container started for the
-// same answer costs the daemons, the runtime's init and the kernel about
-// ten times as much.
+// it. Each file may hold at most max bytes. A container started to print
+// the same files costs the machine about twice the CPU (the runtime's
+// init, the shim, the process: 184 against 90 ms, measured).
 func (c *Client) ReadFiles(ctx context.Context, spec Spec, paths []string, max int64) ([][]byte, error) {
 	id, err := c.Create(ctx, spec)
 	if err != nil {
