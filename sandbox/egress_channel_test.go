@@ -28,6 +28,7 @@ import (
 // download and a 6 MiB upload arrive intact (the streams' windows at work
 // both ways); then a session reaches the allowed name over its channel.
 func TestEgressChannel(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	eng := testenv.Docker(t)
 	up := func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -57,6 +57,7 @@ print(json.dumps({
 // the allowed names work over HTTP and HTTPS (CONNECT) through the proxy,
 // everything else is refused, and the container has only loopback.
 func TestEgressAllowlist(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	eng := testenv.Docker(t)
 	ws := workspace(t, egressProgram)
 	cfg, hp, tp := allowlistRig(t, ws, func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) })

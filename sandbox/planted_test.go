@@ -89,6 +89,7 @@ var plantedCases = []plantedCase{
 // planted ast.py ran inside a program that only raised.) A program's own
 // import of a planted name does run it, as on a host: the control.
 func TestRunnerImportsNothingPlanted(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	sb, eng := newSandbox(t, sandbox.Config{MaxConcurrent: 2, WarmPool: -1})
 	image := testenv.RuntimeImage(t, eng, "datascience")
 	ws := workspace(t, "")
@@ -160,6 +161,7 @@ const plantOwn = "import os, sys\n" +
 // then from the standard library: never a module the program itself
 // planted in its folder (which comes first on its sys.path).
 func TestRunnerLazyImportsNothingPlanted(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	sb, eng := newSandbox(t, sandbox.Config{MaxConcurrent: 2, WarmPool: -1})
 	image := testenv.RuntimeImage(t, eng, "base")
 	for _, c := range []plantedCase{

@@ -309,11 +309,13 @@ func (pl *pool) dropLater(w *warm) {
 	})
 }
 
-// refill starts containers for key until the pool holds size of them.
+// refill starts containers for key until the pool holds size of them;
+// none for a key no longer among the recent (drained by touch meanwhile:
+// a run of it that ended late, the first run's delayed refill).
 func (pl *pool) refill(key string, p Program) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	if pl.closed {
+	if pl.closed || indexOf(pl.recent, key) < 0 {
 		return
 	}
 	need := pl.target(key, time.Now()) - len(pl.idle[key]) - pl.filling[key]

@@ -37,6 +37,7 @@ func writeFile(t *testing.T, dir, name, content string) {
 // take ready containers, and they behave exactly like cold runs: output,
 // exit status, stdin or its absence, outputs folder, timeout.
 func TestWarmPoolRuns(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	sb, eng := newSandbox(t, sandbox.Config{WarmPool: 2})
 	ws := workspace(t, "import os, socket, sys\nprint(socket.gethostname())\nprint('err', file=sys.stderr)\nsys.exit(3)")
 	writeFile(t, ws, "echo.py", "print(input().upper())\n")

@@ -212,6 +212,7 @@ func TestPoolUnitTakeJoinsAFill(t *testing.T) {
 // only load the machine more (and leave the pool's surplus to be
 // removed unused: 203 containers for 72 calls in a suite bound by CPU).
 func TestPoolUnitTakeWaitsForASlowFill(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	st := &starter{gate: make(chan struct{})}
 	pl := stubPool(t, 1, 1, st)
 	got := takeDuringAFill(t, pl)
@@ -406,7 +407,8 @@ func TestPoolUnitAnyRunnerStart(t *testing.T) {
 // TestPoolUnitFirstRunRefillsLater: the pool's first run, cold and
 // alone, refills after loneDelay, and a pool closed meanwhile starts
 // nothing; a second run (it went cold) refills at once, as do a later
-// lone cold run, a warm run, and a first run with known runs to come.
+// lone cold run, a warm run, and a first run with known runs to come;
+// a key drained before the delay gets none.
 func TestPoolUnitFirstRunRefillsLater(t *testing.T) {
 	slow := func(t *testing.T) (*starter, *pool) {
 		st := &starter{}
@@ -459,6 +461,20 @@ func TestPoolUnitFirstRunRefillsLater(t *testing.T) {
 		pl.setUpcoming(5)
 		pl.take(context.Background(), stubProgram)
 		refillsAtOnce(t, pl, false)
+	})
+	t.Run("a key drained before the delay", func(t *testing.T) {
+		st := &starter{}
+		pl := stubPool(t, 1, 1, st)
+		pl.loneDelay = 20 * time.Millisecond
+		for _, ws := range []string{"/a", "/b", "/c"} { // three keys: /a is drained by /c
+			p := Program{Image: "img", Workspace: ws}
+			pl.take(context.Background(), p)
+			pl.done(p, false)
+		}
+		settled(pl) // the delay passed, its refill and the others' ended
+		if made, _ := st.counts(); made != 2 {
+			t.Errorf("%d containers started; want 2, one for each recent key (none for the drained one)", made)
+		}
 	})
 	t.Run("after the delay", func(t *testing.T) {
 		st := &starter{}

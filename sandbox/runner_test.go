@@ -154,6 +154,7 @@ func TestSessionSurvivesStreamTampering(t *testing.T) {
 // the program's globals keep (in a cycle) runs, files it never closed are
 // flushed to disk, all in python's order, and its status stands.
 func TestRunnerExitParity(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	ws := workspace(t, "")
 	if err := os.Chmod(ws, 0o777); err != nil { // the program writes there
 		t.Fatal(err)

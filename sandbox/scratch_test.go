@@ -14,6 +14,7 @@ import (
 // tmpfs is bounded by the workspace quota; tests run in the program's
 // globals after it, and a program cannot skip them by exiting with 0.
 func TestScratchRuns(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	sb, eng := newSandbox(t, sandbox.Config{WarmPool: 2, Limits: sandbox.Limits{WorkspaceBytes: 8 << 20}})
 	run := func(code string, test *string) sandbox.Result {
 		t.Helper()

@@ -231,6 +231,7 @@ func TestCancelWhileSessionStarts(t *testing.T) {
 // session on a new image waits for the program running in it instead of
 // killing it.
 func TestFollowImageWaitsForRunningProgram(t *testing.T) {
+	t.Parallel() // its sandbox, folders and servers are its own; the package ends with these, two at a time
 	sb, eng := newSandbox(t, sandbox.Config{})
 	other := "pybox-test-follow:" + strings.ToLower(sb.Owner().ID)
 	if err := eng.TagImage(t.Context(), sb.Image(), other); err != nil {
