@@ -95,14 +95,16 @@ func (a *App) sameHost(ctx context.Context, dirs []string) error {
 		return err
 	}
 	bad := ""
-	for i, dir := range dirs {
-		if err == nil && string(got[i]) != want[i] {
-			bad = dir
-			break
+	if err == nil {
+		for i, dir := range dirs {
+			if string(got[i]) != want[i] {
+				bad = dir
+				break
+			}
 		}
-	}
-	if err == nil && bad == "" {
-		return nil
+		if bad == "" {
+			return nil
+		}
 	}
 	// Which one: the one whose file did not read back, or the one the
 	// daemon names (a source it does not have), or the first.
