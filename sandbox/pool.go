@@ -89,18 +89,13 @@ func (pl *pool) target(key string, now time.Time) int {
 	if d == nil {
 		return pl.floor
 	}
-	return min(max(pl.floor, d.recent(now)+d.running), pl.ceiling)
-}
-
-// recent counts the runs started in the demand window before now.
-func (d *demand) recent(now time.Time) int {
-	n := 0
+	recent := 0
 	for _, t := range d.starts {
 		if now.Sub(t) < demandWindow {
-			n++
+			recent++
 		}
 	}
-	return n
+	return min(max(pl.floor, recent+d.running), pl.ceiling)
 }
 
 // started records a run of key. Called with mu held.
